@@ -1,0 +1,1 @@
+"""Adapters from xpgym episodes to RL trainers. Each module imports its trainer lazily."""

@@ -1,0 +1,349 @@
+"""The `Env` and `Wrapper` contract.
+
+Every xpgym environment is a text environment: observations are strings, actions are the
+model's raw text. This module holds the whole contract; a reader should be able to learn
+the API from it alone.
+
+Episode lifecycle (enforced for every subclass, see `Env.__init_subclass__`):
+
+* `reset()` must be called before the first `step()`.
+* After `step()` returns `terminated or truncated`, the next `step()` raises
+  `EpisodeFinishedError` until `reset()` (or `set_state()`) is called. An env that wants to
+  accept steps after the end sets the class attribute ``allows_step_after_done = True``
+  and documents what such steps do.
+* `step()` with an action that is not a `str` raises `TypeError` naming the env.
+
+Randomness comes only from `Env.np_random`, a per-instance `numpy.random.Generator`
+seeded by `reset(seed=...)`. The global `random` and `numpy.random` states are never used,
+so the same seed gives the same episode in any thread and in any order.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from xpgym.core.registry import EnvSpec
+
+__all__ = [
+    "Env",
+    "EpisodeFinishedError",
+    "ResetNeededError",
+    "StepResult",
+    "Wrapper",
+    "make_np_random",
+]
+
+ObsType = TypeVar("ObsType")
+StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
+"""`(observation, reward, terminated, truncated, info)` as returned by `Env.step`."""
+
+
+class ResetNeededError(RuntimeError):
+    """Raised when `step()` is called before the first `reset()`."""
+
+
+class EpisodeFinishedError(RuntimeError):
+    """Raised when `step()` is called after the episode terminated or was truncated."""
+
+
+def make_np_random(seed: int | None = None) -> tuple[np.random.Generator, int]:
+    """Return a fresh `numpy.random.Generator` (PCG64) and the integer seed it came from.
+
+    Args:
+        seed: A non-negative integer, or `None` to draw the seed from OS entropy.
+
+    Raises:
+        ValueError: if `seed` is negative or not an integer.
+    """
+    if seed is None:
+        seed = int(np.random.SeedSequence().entropy % (2**63))  # OS entropy, not global state
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
+    seed = int(seed)
+    return np.random.Generator(np.random.PCG64(seed)), seed
+
+
+def _describe(env: Env) -> str:
+    spec = getattr(env, "spec", None)
+    name = type(env).__name__
+    return f"{name}({spec.id!r})" if spec is not None else name
+
+
+def _enforce_step(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
+    @functools.wraps(step)
+    def checked_step(self: Env, action: Any) -> StepResult:
+        if not isinstance(action, str):
+            raise TypeError(
+                f"{_describe(self)}.step() takes the model's text as a str, "
+                f"got {type(action).__name__}: {action!r:.80}"
+            )
+        flags = self.__dict__
+        if not flags.get("_xpgym_reset_done", False):
+            raise ResetNeededError(f"{_describe(self)}: call reset() before step()")
+        if flags.get("_xpgym_episode_over", False) and not self.allows_step_after_done:
+            raise EpisodeFinishedError(
+                f"{_describe(self)}: the episode is over (terminated or truncated); "
+                "call reset() to start a new one"
+            )
+        result = step(self, action)
+        flags["_xpgym_episode_over"] = bool(result[2] or result[3])
+        return result
+
+    checked_step._xpgym_enforced = True  # type: ignore[attr-defined]
+    return checked_step
+
+
+def _enforce_reset(reset: Callable[..., tuple[Any, dict]]) -> Callable[..., tuple[Any, dict]]:
+    @functools.wraps(reset)
+    def checked_reset(self: Env, *args: Any, **kwargs: Any) -> tuple[Any, dict]:
+        result = reset(self, *args, **kwargs)
+        self.__dict__["_xpgym_reset_done"] = True
+        self.__dict__["_xpgym_episode_over"] = False
+        return result
+
+    checked_reset._xpgym_enforced = True  # type: ignore[attr-defined]
+    return checked_reset
+
+
+def _enforce_set_state(set_state: Callable[..., None]) -> Callable[..., None]:
+    @functools.wraps(set_state)
+    def checked_set_state(self: Env, state: Any) -> None:
+        set_state(self, state)
+        self.__dict__["_xpgym_reset_done"] = True
+        self.__dict__["_xpgym_episode_over"] = False
+
+    checked_set_state._xpgym_enforced = True  # type: ignore[attr-defined]
+    return checked_set_state
+
+
+_ENFORCERS = {"step": _enforce_step, "reset": _enforce_reset, "set_state": _enforce_set_state}
+
+
+class Env(Generic[ObsType]):
+    """A text environment.
+
+    Subclasses implement `reset`, `step`, `sample_random_action`, `get_state` and
+    `set_state`, and may override `close`. A subclass's `reset` must call
+    ``super().reset(seed=seed)`` first so that `np_random` is reseeded when a seed is given.
+
+    Class attributes:
+        metadata: Free-form facts about the env (e.g. ``{"multi_turn": True}``).
+        allows_step_after_done: If `True`, `step()` after the end of an episode is allowed
+            and the env documents what it does. Default `False`: it raises
+            `EpisodeFinishedError`.
+
+    Instance attributes:
+        spec: The `EnvSpec` the env was made from by `xpgym.make`, else `None`.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {}
+    allows_step_after_done: ClassVar[bool] = False
+    spec: EnvSpec | None = None
+
+    _np_random: np.random.Generator | None = None
+    _np_random_seed: int | None = None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Wrap the subclass's own `step`, `reset` and `set_state` with the lifecycle checks.
+
+        Only methods defined in the subclass body are wrapped, once; inherited ones already
+        are. The check costs one function call per step.
+        """
+        super().__init_subclass__(**kwargs)
+        for name, enforce in _ENFORCERS.items():
+            method = cls.__dict__.get(name)
+            if method is not None and not getattr(method, "_xpgym_enforced", False):
+                setattr(cls, name, enforce(method))
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsType, dict[str, Any]]:
+        """Start a new episode.
+
+        Args:
+            seed: If given, reseeds `np_random` so that the episode is a function of the seed
+                (and `options`) alone. If `None`, the generator continues its stream.
+            options: Env-specific reset options (e.g. a dataset index).
+
+        Returns:
+            `(observation, info)`: the first observation (a `str` for text envs) and a dict.
+        """
+        if seed is not None:
+            self._np_random, self._np_random_seed = make_np_random(seed)
+        return None, {}  # type: ignore[return-value]
+
+    def step(self, action: str) -> tuple[ObsType, float, bool, bool, dict[str, Any]]:
+        """Apply the model's text `action`.
+
+        Returns:
+            `(observation, reward, terminated, truncated, info)`:
+
+            * `reward` is a float for this turn (dense rewards are per turn).
+            * `terminated`: the task ended (solved, failed, answered).
+            * `truncated`: a limit ended it (turns, tool calls, context). Never both for the
+              same reason; a single-turn env returns `terminated=True, truncated=False`.
+            * `info` keys with fixed meaning: `correct` (bool), `invalid_action` (bool),
+              `parsed_action`, `tool_calls`, `metrics` (dict of floats).
+
+        Raises:
+            TypeError: `action` is not a `str`.
+            ResetNeededError: `reset()` was never called.
+            EpisodeFinishedError: the episode already ended (see `allows_step_after_done`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def sample_random_action(self) -> str:
+        """Return a random, well-formed action drawn from `np_random` (for tests and fuzzing)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not implement sample_random_action()"
+        )
+
+    def get_state(self) -> dict[str, Any]:
+        """Return a snapshot of the whole episode state, including the RNG state.
+
+        The snapshot is picklable and independent of the env: stepping the env afterwards
+        never changes it, so one snapshot can seed many episodes (GRPO groups).
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement get_state()")
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a snapshot from `get_state()`; the env then continues that episode.
+
+        After `set_state`, the same actions give the same observations and rewards as they
+        did after the snapshot was taken.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement set_state()")
+
+    def close(self) -> None:
+        """Release resources (processes, files, connections). Safe to call more than once."""
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The env's own random generator; seeded from OS entropy if `reset` got no seed."""
+        if self._np_random is None:
+            self._np_random, self._np_random_seed = make_np_random()
+        return self._np_random
+
+    @np_random.setter
+    def np_random(self, value: np.random.Generator) -> None:
+        self._np_random = value
+        self._np_random_seed = -1
+
+    @property
+    def np_random_seed(self) -> int | None:
+        """The seed `np_random` was made from; `-1` if a generator was assigned directly."""
+        return self._np_random_seed
+
+    @property
+    def unwrapped(self) -> Env:
+        """The innermost env, below every wrapper."""
+        return self
+
+    def __enter__(self) -> Env[ObsType]:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __str__(self) -> str:
+        return f"<{_describe(self)}>"
+
+    __repr__ = __str__
+
+
+class Wrapper(Env[ObsType]):
+    """Base class for wrappers: forwards every call to the wrapped env.
+
+    Attributes the wrapper does not define are looked up on the wrapped env at call time
+    (`__getattr__`), never copied, so they are always current. A wrapper with state of its
+    own overrides `get_wrapper_state` / `set_wrapper_state`; `get_state()` then returns
+    ``{"wrapper": <its state>, "env": <inner env's state>}``.
+    """
+
+    def __init__(self, env: Env) -> None:
+        if not isinstance(env, Env):
+            raise TypeError(f"{type(self).__name__} wraps an xpgym Env, got {type(env).__name__}")
+        self.env = env
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "env":
+            raise AttributeError(name)
+        return getattr(self.env, name)
+
+    # `spec` and `metadata` are class attributes on Env, so __getattr__ would not reach them.
+    @property
+    def spec(self) -> EnvSpec | None:  # type: ignore[override]
+        return self.env.spec
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        self.env.spec = value
+
+    @property
+    def metadata(self) -> dict[str, Any]:  # type: ignore[override]
+        return self.env.metadata
+
+    @property
+    def allows_step_after_done(self) -> bool:  # type: ignore[override]
+        return self.env.allows_step_after_done
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[ObsType, dict[str, Any]]:
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action: str) -> tuple[ObsType, float, bool, bool, dict[str, Any]]:
+        return self.env.step(action)
+
+    def sample_random_action(self) -> str:
+        return self.env.sample_random_action()
+
+    def get_wrapper_state(self) -> Any:
+        """This wrapper's own state (picklable, independent copy). Default: `None`."""
+        return None
+
+    def set_wrapper_state(self, state: Any) -> None:
+        """Restore what `get_wrapper_state` returned. Default: nothing to restore."""
+
+    def get_state(self) -> dict[str, Any]:
+        return {"wrapper": self.get_wrapper_state(), "env": self.env.get_state()}
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.env.set_state(state["env"])
+        self.set_wrapper_state(state["wrapper"])
+
+    def close(self) -> None:
+        self.env.close()
+
+    @property
+    def np_random(self) -> np.random.Generator:  # type: ignore[override]
+        return self.env.np_random
+
+    @np_random.setter
+    def np_random(self, value: np.random.Generator) -> None:
+        self.env.np_random = value
+
+    @property
+    def np_random_seed(self) -> int | None:  # type: ignore[override]
+        return self.env.np_random_seed
+
+    @property
+    def unwrapped(self) -> Env:
+        return self.env.unwrapped
+
+    def __str__(self) -> str:
+        return f"<{type(self).__name__}{self.env}>"
+
+    __repr__ = __str__

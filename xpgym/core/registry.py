@@ -1,0 +1,336 @@
+"""Registry of environment ids: `register`, `make`, `make_vec`, `list_envs`.
+
+Ids have the form ``category:Name-vN[-variant]``, e.g. ``game:GuessTheNumber-v0-easy``.
+A change of behaviour gets a new version number; a renamed id can stay reachable through
+`register_alias`, which warns once with `DeprecationWarning`.
+
+Entry points are given as ``"package.module:Attr"`` strings and imported only when an env
+is made, so registering hundreds of envs costs no imports.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import functools
+import importlib
+import inspect
+import re
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from xpgym.core.env import Env
+
+if TYPE_CHECKING:
+    from xpgym.core.vector import VectorEnv
+
+__all__ = [
+    "EnvSpec",
+    "UnknownEnvError",
+    "list_envs",
+    "load_entry_point",
+    "make",
+    "make_vec",
+    "register",
+    "register_alias",
+    "registry",
+    "spec",
+]
+
+ENV_ID_PATTERN = re.compile(
+    r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z][A-Za-z0-9_.]*)"
+    r"-v(?P<version>\d+)(?:-(?P<variant>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*))?$"
+)
+
+
+class UnknownEnvError(KeyError):
+    """Raised by `make` and `spec` for an id that is not registered."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0])
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build one registered env.
+
+    Attributes:
+        id: ``category:Name-vN[-variant]``.
+        entry_point: ``"module:Attr"`` (imported lazily) or a callable returning an `Env`.
+        kwargs: Keyword arguments passed to the entry point (callers' kwargs override them).
+        description: One line for `list_envs` tables; defaults to the entry point
+            docstring's first line when the entry point is imported.
+    """
+
+    id: str
+    entry_point: str | Callable[..., Env]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
+
+    @property
+    def _parts(self) -> re.Match[str]:
+        match = ENV_ID_PATTERN.match(self.id)
+        assert match is not None  # validated by register()
+        return match
+
+    @property
+    def category(self) -> str:
+        return self._parts["category"]
+
+    @property
+    def name(self) -> str:
+        return self._parts["name"]
+
+    @property
+    def version(self) -> int:
+        return int(self._parts["version"])
+
+    @property
+    def variant(self) -> str | None:
+        return self._parts["variant"]
+
+    def entry_point_name(self) -> str:
+        """The entry point as ``module:Attr`` text."""
+        if isinstance(self.entry_point, str):
+            return self.entry_point
+        return f"{self.entry_point.__module__}:{self.entry_point.__qualname__}"
+
+
+registry: dict[str, EnvSpec] = {}
+"""All registered specs by id. Read it through `spec` and `list_envs`."""
+
+_aliases: dict[str, str] = {}
+_warned_aliases: set[str] = set()
+
+
+def register(
+    id: str,
+    entry_point: str | Callable[..., Env],
+    *,
+    override: bool = False,
+    description: str = "",
+    **kwargs: Any,
+) -> EnvSpec:
+    """Register an env id.
+
+    Args:
+        id: ``category:Name-vN[-variant]`` (lowercase category, `N` an integer).
+        entry_point: ``"module:Attr"`` or a callable returning an `Env`.
+        override: Replace an existing registration instead of raising.
+        description: One-line summary for listings.
+        **kwargs: Default keyword arguments for the entry point.
+
+    Raises:
+        ValueError: malformed id, malformed entry point string, or the id is taken and
+            `override` is false.
+    """
+    if not ENV_ID_PATTERN.match(id):
+        raise ValueError(
+            f"env id {id!r} does not match 'category:Name-vN[-variant]' "
+            "(e.g. 'game:GuessTheNumber-v0-easy')"
+        )
+    if isinstance(entry_point, str) and not re.fullmatch(r"[\w.]+:[\w.]+", entry_point):
+        raise ValueError(f"entry point {entry_point!r} must look like 'package.module:Attr'")
+    if not isinstance(entry_point, str) and not callable(entry_point):
+        raise TypeError(f"entry point for {id!r} must be a 'module:Attr' string or a callable")
+    if (id in registry or id in _aliases) and not override:
+        raise ValueError(f"env id {id!r} is already registered; pass override=True to replace it")
+    _aliases.pop(id, None)
+    env_spec = EnvSpec(id=id, entry_point=entry_point, kwargs=kwargs, description=description)
+    registry[id] = env_spec
+    return env_spec
+
+
+def register_alias(old_id: str, new_id: str) -> None:
+    """Keep a renamed id working: `make(old_id)` warns once and makes `new_id`."""
+    if new_id not in registry:
+        raise UnknownEnvError(f"cannot alias {old_id!r} to unregistered id {new_id!r}")
+    if old_id in registry:
+        raise ValueError(f"{old_id!r} is a registered id, not a free name for an alias")
+    _aliases[old_id] = new_id
+
+
+def _resolve(env_id: str) -> str:
+    if env_id in _aliases:
+        new_id = _aliases[env_id]
+        if env_id not in _warned_aliases:
+            _warned_aliases.add(env_id)
+            warnings.warn(
+                f"env id {env_id!r} was renamed to {new_id!r}; use the new id",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+        return new_id
+    return env_id
+
+
+def spec(env_id: str) -> EnvSpec:
+    """The `EnvSpec` registered under `env_id` (aliases resolved, with their warning).
+
+    Raises:
+        UnknownEnvError: with the closest registered ids.
+    """
+    resolved = _resolve(env_id)
+    if resolved in registry:
+        return registry[resolved]
+    if not isinstance(env_id, str):
+        raise TypeError(f"env id must be a str, got {type(env_id).__name__}")
+    known = list(registry) + list(_aliases)
+    close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
+    if not close:  # e.g. 'game:GuessTheNumber' without version: match on the prefix
+        close = sorted(k for k in known if k.lower().startswith(env_id.lower()))[:3]
+    hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    raise UnknownEnvError(f"unknown env id {env_id!r}{hint} (see `python -m xpgym list`)")
+
+
+def load_entry_point(entry_point: str | Callable[..., Env]) -> Callable[..., Env]:
+    """Import a ``"module:Attr"`` entry point (or return a callable unchanged)."""
+    if not isinstance(entry_point, str):
+        return entry_point
+    module_name, _, attr_path = entry_point.partition(":")
+    module = importlib.import_module(module_name)
+    target: Any = module
+    for part in attr_path.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ImportError(
+                f"entry point {entry_point!r}: {module_name} has no {attr_path}"
+            ) from None
+    return target
+
+
+def _check_kwargs(
+    env_spec: EnvSpec, factory: Callable[..., Env], kwargs: Mapping[str, Any]
+) -> None:
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):  # builtins without a signature: nothing to check
+        return
+    params = signature.parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+        return
+    accepted = {
+        p.name
+        for p in params
+        if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    }
+    unknown = sorted(set(kwargs) - accepted)
+    if unknown:
+        raise TypeError(
+            f"env {env_spec.id!r} ({env_spec.entry_point_name()}) got unexpected keyword "
+            f"argument(s) {', '.join(map(repr, unknown))}; it accepts: "
+            f"{', '.join(sorted(accepted)) or 'none'}"
+        )
+
+
+def make(env_id: str, **kwargs: Any) -> Env:
+    """Build the env registered under `env_id`.
+
+    Args:
+        env_id: A registered id or alias.
+        **kwargs: Override the spec's default keyword arguments. Names the entry point does
+            not accept raise `TypeError` listing the accepted ones.
+
+    Returns:
+        The env, with `env.spec` set. Call `reset()` before stepping it.
+    """
+    env_spec = spec(env_id)
+    factory = load_entry_point(env_spec.entry_point)
+    merged = {**env_spec.kwargs, **kwargs}
+    _check_kwargs(env_spec, factory, merged)
+    env = factory(**merged)
+    if not isinstance(env, Env):
+        raise TypeError(
+            f"entry point {env_spec.entry_point_name()} of {env_spec.id!r} returned "
+            f"{type(env).__name__}, not an xpgym Env"
+        )
+    env.spec = (
+        env_spec
+        if not kwargs
+        else EnvSpec(env_spec.id, env_spec.entry_point, merged, env_spec.description)
+    )
+    return env
+
+
+def _make_wrapped(
+    env_id: str, wrappers: Sequence[Callable[[Env], Env]], kwargs: Mapping[str, Any]
+) -> Env:
+    env = make(env_id, **kwargs)
+    for wrap in wrappers:
+        env = wrap(env)
+    return env
+
+
+def make_vec(
+    env_ids: str | Sequence[str],
+    num_envs: int | None = None,
+    *,
+    vectorization_mode: str = "sync",
+    wrappers: Sequence[Callable[[Env], Env]] = (),
+    env_kwargs: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+    vector_kwargs: Mapping[str, Any] | None = None,
+) -> VectorEnv:
+    """Build a vector env over registered ids.
+
+    Args:
+        env_ids: One id repeated `num_envs` times, or one id per sub-env.
+        num_envs: Number of sub-envs (required with a single id; default 1).
+        vectorization_mode: ``"sync"`` (one thread), ``"async"`` (thread pool, for I/O-bound
+            envs) or ``"process"`` (worker processes, for CPU-bound envs).
+        wrappers: Callables applied to each sub-env in order (e.g. ``MaxTurns`` or a
+            `functools.partial` of a wrapper class). With ``"process"`` they must pickle.
+        env_kwargs: Keyword arguments for every sub-env, or one mapping per sub-env. The
+            caller's mappings are never modified.
+        vector_kwargs: Passed to the vector env class (e.g. ``autoreset_mode``,
+            ``step_timeout``, ``num_workers``).
+
+    Returns:
+        A `SyncVectorEnv`, `AsyncVectorEnv` or `ProcessVectorEnv`.
+    """
+    from xpgym.core import vector  # vector imports registry users; keep the import lazy
+
+    if isinstance(env_ids, str):
+        ids = [env_ids] * (1 if num_envs is None else num_envs)
+    else:
+        ids = list(env_ids)
+        if num_envs is not None and num_envs != len(ids):
+            raise ValueError(f"num_envs={num_envs} but {len(ids)} env ids were given")
+    if not ids:
+        raise ValueError("make_vec needs at least one sub-env")
+    for env_id in set(ids):
+        spec(env_id)  # fail fast on unknown ids, before any worker starts
+    if env_kwargs is None or isinstance(env_kwargs, Mapping):
+        per_env: list[Mapping[str, Any]] = [dict(env_kwargs or {})] * len(ids)
+    else:
+        per_env = [dict(kw) for kw in env_kwargs]
+        if len(per_env) != len(ids):
+            raise ValueError(f"{len(per_env)} env_kwargs mappings for {len(ids)} sub-envs")
+    env_fns = [
+        functools.partial(_make_wrapped, env_id, tuple(wrappers), kw)
+        for env_id, kw in zip(ids, per_env, strict=True)
+    ]
+    modes: dict[str, type[VectorEnv]] = {
+        "sync": vector.SyncVectorEnv,
+        "async": vector.AsyncVectorEnv,
+        "process": vector.ProcessVectorEnv,
+    }
+    if vectorization_mode not in modes:
+        raise ValueError(
+            f"vectorization_mode must be one of {sorted(modes)}, got {vectorization_mode!r}"
+        )
+    return modes[vectorization_mode](env_fns, **dict(vector_kwargs or {}))
+
+
+def list_envs(pattern: str | None = None, *, include_aliases: bool = False) -> list[str]:
+    """Registered ids, sorted, optionally filtered by a glob (``"game:*"``, ``"*-easy"``)."""
+    ids: Iterable[str] = registry
+    if include_aliases:
+        ids = [*registry, *_aliases]
+    return sorted(i for i in ids if pattern is None or fnmatch.fnmatchcase(i, pattern))

@@ -1,0 +1,20 @@
+"""The environment catalogue.
+
+Each family registers its ids in its package's `register_envs()` with string entry points,
+so importing this package imports no env module.
+"""
+
+from __future__ import annotations
+
+from xpgym.envs import games
+
+_registered = False
+
+
+def register_builtin_envs() -> None:
+    """Register every built-in env id (idempotent; called by `import xpgym`)."""
+    global _registered
+    if _registered:
+        return
+    _registered = True
+    games.register_envs()
