@@ -217,7 +217,8 @@ class Env(Generic[ObsType]):
         """Restore a snapshot from `get_state()`; the env then continues that episode.
 
         After `set_state`, the same actions give the same observations and rewards as they
-        did after the snapshot was taken.
+        did after the snapshot was taken. The env counts as mid-episode afterwards: restore
+        snapshots taken before the episode ended.
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement set_state()")
 
@@ -278,8 +279,11 @@ class Wrapper(Env[ObsType]):
         self.env = env
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name == "env":
-            raise AttributeError(name)
+        if name.startswith("_") or name == "env":  # private names are never delegated
+            raise AttributeError(
+                f"{type(self).__name__} has no attribute {name!r} (private attributes "
+                "are not looked up on the wrapped env)"
+            )
         return getattr(self.env, name)
 
     # `spec` and `metadata` are class attributes on Env, so __getattr__ would not reach them.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from xpgym.core.env import Env
 
 if TYPE_CHECKING:
+    from xpgym.core.multiagent import MultiAgentEnv
     from xpgym.core.vector import VectorEnv
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "list_envs",
     "load_entry_point",
     "make",
+    "make_from_spec",
     "make_vec",
     "register",
     "register_alias",
@@ -72,6 +74,9 @@ class EnvSpec:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # MappingProxyType does not pickle
+        return (EnvSpec, (self.id, self.entry_point, dict(self.kwargs), self.description))
 
     @property
     def _parts(self) -> re.Match[str]:
@@ -230,7 +235,7 @@ def _check_kwargs(
         )
 
 
-def make(env_id: str, **kwargs: Any) -> Env:
+def make(env_id: str, **kwargs: Any) -> Env | MultiAgentEnv:
     """Build the env registered under `env_id`.
 
     Args:
@@ -239,30 +244,36 @@ def make(env_id: str, **kwargs: Any) -> Env:
             not accept raise `TypeError` listing the accepted ones.
 
     Returns:
-        The env, with `env.spec` set. Call `reset()` before stepping it.
+        The env, with `env.spec` set (its kwargs include the overrides). Call `reset()`
+        before stepping it.
     """
-    env_spec = spec(env_id)
+    return make_from_spec(spec(env_id), **kwargs)
+
+
+def make_from_spec(env_spec: EnvSpec, **kwargs: Any) -> Env | MultiAgentEnv:
+    """Build an env from an `EnvSpec` (which need not be registered in this process)."""
     factory = load_entry_point(env_spec.entry_point)
     merged = {**env_spec.kwargs, **kwargs}
     _check_kwargs(env_spec, factory, merged)
     env = factory(**merged)
     if not isinstance(env, Env):
-        raise TypeError(
-            f"entry point {env_spec.entry_point_name()} of {env_spec.id!r} returned "
-            f"{type(env).__name__}, not an xpgym Env"
-        )
-    env.spec = (
-        env_spec
-        if not kwargs
-        else EnvSpec(env_spec.id, env_spec.entry_point, merged, env_spec.description)
-    )
+        from xpgym.core.multiagent import MultiAgentEnv  # only on this path: keep import cheap
+
+        if not isinstance(env, MultiAgentEnv):
+            raise TypeError(
+                f"entry point {env_spec.entry_point_name()} of {env_spec.id!r} returned "
+                f"{type(env).__name__}, not an xpgym Env or MultiAgentEnv"
+            )
+    if kwargs:
+        env_spec = EnvSpec(env_spec.id, env_spec.entry_point, merged, env_spec.description)
+    env.spec = env_spec
     return env
 
 
 def _make_wrapped(
-    env_id: str, wrappers: Sequence[Callable[[Env], Env]], kwargs: Mapping[str, Any]
+    env_spec: EnvSpec, wrappers: Sequence[Callable[[Env], Env]], kwargs: Mapping[str, Any]
 ) -> Env:
-    env = make(env_id, **kwargs)
+    env = make_from_spec(env_spec, **kwargs)
     for wrap in wrappers:
         env = wrap(env)
     return env
@@ -304,8 +315,8 @@ def make_vec(
             raise ValueError(f"num_envs={num_envs} but {len(ids)} env ids were given")
     if not ids:
         raise ValueError("make_vec needs at least one sub-env")
-    for env_id in set(ids):
-        spec(env_id)  # fail fast on unknown ids, before any worker starts
+    # Resolve ids here: worker processes do not see ids registered at run time.
+    specs = {env_id: spec(env_id) for env_id in set(ids)}
     if env_kwargs is None or isinstance(env_kwargs, Mapping):
         per_env: list[Mapping[str, Any]] = [dict(env_kwargs or {})] * len(ids)
     else:
@@ -313,7 +324,7 @@ def make_vec(
         if len(per_env) != len(ids):
             raise ValueError(f"{len(per_env)} env_kwargs mappings for {len(ids)} sub-envs")
     env_fns = [
-        functools.partial(_make_wrapped, env_id, tuple(wrappers), kw)
+        functools.partial(_make_wrapped, specs[env_id], tuple(wrappers), kw)
         for env_id, kw in zip(ids, per_env, strict=True)
     ]
     modes: dict[str, type[VectorEnv]] = {

@@ -1,0 +1,65 @@
+"""Small deterministic envs shared by the tests (importable as `toy_envs`, picklable).
+
+`ToyEnv` is a guess-the-digit game whose rules are simple enough to re-implement in a test:
+
+* `reset(seed)` draws `secret` in 0..9 from `np_random`; observation ``"start parity=<p>"``
+  where `p = secret % 2`.
+* `step(a)`: turn += 1; correct if ``a.strip() == str(secret)``; reward 1.0 if correct else
+  ``-0.1``; `terminated` if correct or ``turn >= episode_length``; observation
+  ``"turn=<turn> last=<a>"``; info ``{"turn": turn, "correct": correct}``.
+* Special actions for failure tests: ``"raise"`` raises `RuntimeError`, ``"sleep:<s>"``
+  sleeps `s` seconds before stepping normally.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from xpgym.core.env import Env
+
+
+class ToyEnv(Env[str]):
+    def __init__(self, episode_length: int = 3) -> None:
+        self.episode_length = episode_length
+        self.secret = 0
+        self.turn = 0
+        self.closed = 0
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        super().reset(seed=seed)
+        self.secret = int(self.np_random.integers(0, 10))
+        self.turn = 0
+        return f"start parity={self.secret % 2}", {"secret_parity": self.secret % 2}
+
+    def step(self, action: str):
+        if action == "raise":
+            raise RuntimeError("toy failure")
+        if action.startswith("sleep:"):
+            time.sleep(float(action.split(":", 1)[1]))
+        self.turn += 1
+        correct = action.strip() == str(self.secret)
+        terminated = correct or self.turn >= self.episode_length
+        reward = 1.0 if correct else -0.1
+        return f"turn={self.turn} last={action}", reward, terminated, False, {
+            "turn": self.turn,
+            "correct": correct,
+        }
+
+    def sample_random_action(self) -> str:
+        return str(int(self.np_random.integers(0, 10)))
+
+    def get_state(self) -> dict[str, Any]:
+        return {
+            "secret": self.secret,
+            "turn": self.turn,
+            "rng": self.np_random.bit_generator.state,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        self.secret = state["secret"]
+        self.turn = state["turn"]
+        self.np_random.bit_generator.state = state["rng"]
+
+    def close(self) -> None:
+        self.closed += 1

@@ -1,0 +1,446 @@
+"""What every vector env shares: the API, autoreset decisions, seeds and sub-env slots.
+
+A vector env runs `num_envs` sub-envs and steps them as one batch. The backends differ
+only in *where* sub-envs live and run (calling thread, worker threads, worker processes);
+the semantics below are the same for all of them and follow Gymnasium 1.x exactly.
+
+Autoreset (`AutoresetMode`, published in ``metadata["autoreset_mode"]``):
+
+* ``NEXT_STEP`` (default): the step that ends an episode returns its final observation.
+  The *next* step of that sub-env ignores its action, resets it, and returns the reset
+  observation and info with ``reward=0.0, terminated=False, truncated=False``.
+* ``SAME_STEP``: the sub-env is reset inside the step that ended the episode. That step
+  returns the reset observation, the final reward and flags, and an info that is the
+  reset info plus ``final_obs`` and ``final_info`` (the ending step's observation and info).
+* ``DISABLED``: nothing is reset automatically; call
+  ``reset(options={"reset_mask": mask})`` with a boolean array of shape ``(num_envs,)``.
+  Stepping a sub-env whose episode is over raises `ValueError`.
+
+xpgym extensions:
+
+* Partial stepping: ``step({i: action, ...})`` steps only those sub-envs; every returned
+  list/array has one entry per key, in the mapping's order.
+* Failure isolation: a sub-env whose `step` raises (or, in the async and process backends,
+  exceeds ``step_timeout`` seconds) does not stop the batch. Its result is
+  ``(last observation, 0.0, terminated=False, truncated=True, {"error": "..."})``; the
+  broken env is discarded and rebuilt from its factory at its next reset (its RNG then
+  starts from fresh OS entropy). Exceptions in an explicit `reset()` are raised as
+  `SubEnvError`.
+* Seeds: ``reset(seed=s)`` seeds sub-env `i` with ``derive_seeds(s, num_envs)[i]``, which
+  does not depend on `num_envs` for a given `i`, and never overlaps another `s` the way
+  ``s + i`` does. A list of seeds is used as given.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+import traceback
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from xpgym.core.env import Env, Wrapper
+
+__all__ = [
+    "AutoresetMode",
+    "StepBatch",
+    "SubEnvError",
+    "VectorEnv",
+    "derive_seeds",
+]
+
+logger = logging.getLogger(__name__)
+
+StepBatch = tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]
+"""`(observations, rewards[float64, (k,)], terminated[bool, (k,)], truncated[bool, (k,)],
+infos)` for the `k` sub-envs stepped."""
+
+
+class AutoresetMode(enum.Enum):
+    """When a finished sub-env is reset; values match Gymnasium's names."""
+
+    NEXT_STEP = "NextStep"
+    SAME_STEP = "SameStep"
+    DISABLED = "Disabled"
+
+    @classmethod
+    def parse(cls, mode: AutoresetMode | str) -> AutoresetMode:
+        """Accept the enum, its value (``"NextStep"``) or its name (``"next_step"``)."""
+        if isinstance(mode, cls):
+            return mode
+        if isinstance(mode, str):
+            for member in cls:
+                if mode in (member.value, member.name) or mode.upper() == member.name:
+                    return member
+        raise ValueError(
+            f"autoreset_mode must be one of {[m.value for m in cls]} (or the AutoresetMode "
+            f"enum), got {mode!r}"
+        )
+
+
+class SubEnvError(RuntimeError):
+    """A sub-env raised outside of `step` (in `reset`, `call`, ...): carries its index."""
+
+    def __init__(self, index: int, operation: str, detail: str) -> None:
+        super().__init__(f"sub-env {index} failed in {operation}: {detail}")
+        self.index = index
+        self.operation = operation
+
+
+def derive_seeds(seed: int, num_envs: int) -> list[int]:
+    """The per-sub-env seeds `reset(seed=seed)` uses: 63-bit ints from `np.random.SeedSequence`.
+
+    ``derive_seeds(s, n)[:k] == derive_seeds(s, k)``: a sub-env's seed does not depend on how
+    many sub-envs there are.
+    """
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative int, got {seed!r}")
+    words = np.random.SeedSequence(int(seed)).generate_state(num_envs, dtype=np.uint64)
+    return [int(w >> np.uint64(1)) for w in words]
+
+
+def error_info(exc: BaseException) -> dict[str, Any]:
+    """The info of a step that failed with `exc`: ``{"error": "<Type>: <message>", ...}``."""
+    return {
+        "error": f"{type(exc).__name__}: {exc}",
+        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+    }
+
+
+def _owner_of(env: Env, name: str) -> Any:
+    """The innermost object in a wrapper stack that defines attribute `name` (else `env`)."""
+    target: Any = env
+    while (
+        isinstance(target, Wrapper) and name not in vars(target) and not hasattr(type(target), name)
+    ):
+        target = target.env
+    return target if hasattr(target, name) else env
+
+
+class SubEnv:
+    """One sub-env and its last observation, wherever it runs (thread or worker process).
+
+    Executes the operations the vector env decided on; it makes no decisions itself.
+    A failed step discards the env; it is rebuilt from `env_fn` by the next reset.
+    """
+
+    __slots__ = ("env", "env_fn", "last_obs")
+
+    def __init__(self, env_fn: Callable[[], Env], *, build: bool = True) -> None:
+        self.env_fn = env_fn
+        self.env: Env | None = env_fn() if build else None
+        self.last_obs: Any = None
+
+    def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
+        if self.env is None:
+            self.env = self.env_fn()
+        obs, info = self.env.reset(seed=seed, options=options)
+        self.last_obs = obs
+        return obs, info
+
+    def step(
+        self, action: str, *, reset_first: bool, same_step_reset: bool
+    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Step, or reset instead when `reset_first` (NEXT_STEP) or the env was discarded.
+
+        Failures become truncations (see `failed`); with `same_step_reset` an ending step
+        is followed by a reset in the same call (SAME_STEP).
+        """
+        if reset_first or self.env is None:
+            try:
+                obs, info = self.reset(None, None)
+            except Exception as exc:
+                return self.failed(exc)
+            return obs, 0.0, False, False, info
+        try:
+            obs, reward, terminated, truncated, info = self.env.step(action)
+            self.last_obs = obs
+        except Exception as exc:  # isolation: one broken sub-env must not stop the batch
+            obs, reward, terminated, truncated, info = self.failed(exc)
+        if same_step_reset and (terminated or truncated):
+            return self.reset_same_step(obs, reward, terminated, truncated, info)
+        return obs, reward, terminated, truncated, info
+
+    def reset_same_step(
+        self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
+    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """SAME_STEP: reset now; return the reset obs with the ending step's reward, flags,
+        and ``final_obs``/``final_info`` (and ``error``, lifted from a failed step)."""
+        try:
+            reset_obs, reset_info = self.reset(None, None)
+        except Exception as exc:  # the env stays discarded; the next step resets it
+            return self.failed(exc)
+        out = {**reset_info, "final_obs": obs, "final_info": info}
+        if "error" in info:
+            out["error"] = info["error"]
+        return reset_obs, reward, terminated, truncated, out
+
+    def failed(self, exc: BaseException) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Discard the env after `exc`; return the truncated result that reports it."""
+        logger.warning("sub-env %r failed and will be rebuilt: %r", self.env, exc)
+        self.discard()
+        return self.last_obs, 0.0, False, True, error_info(exc)
+
+    def call(self, name: str, args: tuple, kwargs: dict) -> Any:
+        attr = getattr(self.env, name)
+        return attr(*args, **kwargs) if callable(attr) else attr
+
+    def get_attr(self, name: str) -> Any:
+        return getattr(self.env, name)
+
+    def set_attr(self, name: str, value: Any) -> None:
+        setattr(_owner_of(self.env, name), name, value)  # type: ignore[arg-type]
+
+    def discard(self) -> None:
+        env, self.env = self.env, None
+        if env is not None:
+            try:
+                env.close()
+            except Exception:
+                logger.exception("closing a failed sub-env raised")
+
+
+class VectorEnv:
+    """Base class: batch API and autoreset bookkeeping; backends implement the `_run_*` hooks.
+
+    Args:
+        env_fns: One zero-argument factory per sub-env (``"process"`` needs them picklable).
+        autoreset_mode: `AutoresetMode` or its string name/value. Default ``NEXT_STEP``.
+        step_timeout: Seconds a sub-env's step may take before it is truncated with
+            ``info["error"]`` (async and process backends only).
+
+    Attributes:
+        num_envs: Number of sub-envs.
+        autoreset_mode: The parsed `AutoresetMode`.
+        metadata: ``{"autoreset_mode": AutoresetMode}`` plus the first sub-env's metadata.
+    """
+
+    supports_step_timeout = True
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        step_timeout: float | None = None,
+    ) -> None:
+        if not env_fns:
+            raise ValueError(f"{type(self).__name__} needs at least one env factory")
+        if not all(callable(fn) for fn in env_fns):
+            raise TypeError("env_fns must be zero-argument callables that build an Env")
+        if step_timeout is not None:
+            if not self.supports_step_timeout:
+                raise ValueError(
+                    f"{type(self).__name__} steps sub-envs in the calling thread and cannot "
+                    "time them out; use vectorization_mode='async' or 'process'"
+                )
+            if step_timeout <= 0:
+                raise ValueError(f"step_timeout must be positive seconds, got {step_timeout!r}")
+        self.env_fns = list(env_fns)
+        self.num_envs = len(env_fns)
+        self.autoreset_mode = AutoresetMode.parse(autoreset_mode)
+        self.step_timeout = step_timeout
+        self.metadata: dict[str, Any] = {"autoreset_mode": self.autoreset_mode}
+        self.closed = False
+        self._observations: list[Any] = [None] * self.num_envs
+        self._episode_over = np.zeros(self.num_envs, dtype=np.bool_)
+        self._has_reset = np.zeros(self.num_envs, dtype=np.bool_)
+
+    # -- backend hooks -------------------------------------------------------------------
+    def _run_resets(
+        self, tasks: list[tuple[int, int | None, dict[str, Any] | None]]
+    ) -> list[tuple[Any, dict]]:
+        """Reset `(index, seed, options)` for each task; raise `SubEnvError` on failure."""
+        raise NotImplementedError
+
+    def _run_steps(
+        self, tasks: list[tuple[int, str, bool]]
+    ) -> list[tuple[Any, float, bool, bool, dict]]:
+        """Step `(index, action, reset_first)` for each task, isolating failures."""
+        raise NotImplementedError
+
+    def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
+        """Run `SubEnv.<method>(*args)` on each sub-env; raise `SubEnvError` on failure."""
+        raise NotImplementedError
+
+    def _close_backend(self) -> None:
+        raise NotImplementedError
+
+    # -- public API ----------------------------------------------------------------------
+    def reset(
+        self,
+        *,
+        seed: int | Sequence[int | None] | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> tuple[list[Any], list[dict[str, Any]]]:
+        """Reset every sub-env (in parallel where the backend allows).
+
+        Args:
+            seed: `None` (each sub-env continues its own stream), an int (sub-env `i` gets
+                ``derive_seeds(seed, num_envs)[i]``), or a list of ints/`None` per sub-env.
+            options: Passed to every sub-env's `reset`. The key ``"reset_mask"`` (a bool
+                array of shape ``(num_envs,)``) resets only those sub-envs; the others keep
+                their current observation and get an empty info.
+
+        Returns:
+            `(observations, infos)`: lists of length `num_envs`.
+        """
+        self._check_open()
+        seeds = self._seed_list(seed)
+        options = dict(options) if options is not None else None
+        mask = np.ones(self.num_envs, dtype=np.bool_)
+        if options is not None and "reset_mask" in options:
+            mask = self._validate_reset_mask(options.pop("reset_mask"))
+        indices = [i for i in range(self.num_envs) if mask[i]]
+        results = self._run_resets([(i, seeds[i], options) for i in indices])
+        infos: list[dict[str, Any]] = [{} for _ in range(self.num_envs)]
+        for i, (obs, info) in zip(indices, results, strict=True):
+            self._observations[i] = obs
+            infos[i] = info
+        self._episode_over[mask] = False
+        self._has_reset[mask] = True
+        return list(self._observations), infos
+
+    def step(self, actions: Sequence[str] | Mapping[int, str]) -> StepBatch:
+        """Step all sub-envs (a sequence of `num_envs` actions) or some (``{index: action}``).
+
+        Returns:
+            `(observations, rewards, terminated, truncated, infos)` with one entry per
+            stepped sub-env (in index order for a sequence, in key order for a mapping).
+            Rewards are float64, flags bool numpy arrays. See the module docstring for
+            autoreset and failure semantics.
+        """
+        self._check_open()
+        indices, action_list = self._index_actions(actions)
+        mode = self.autoreset_mode
+        if mode is AutoresetMode.DISABLED:
+            over = [i for i in indices if self._episode_over[i]]
+            if over:
+                raise ValueError(
+                    f"sub-envs {over} finished their episode and autoreset is disabled; "
+                    "call reset(options={'reset_mask': mask}) first"
+                )
+        reset_first = mode is AutoresetMode.NEXT_STEP
+        tasks = [
+            (i, a, bool(reset_first and self._episode_over[i]))
+            for i, a in zip(indices, action_list, strict=True)
+        ]
+        results = self._run_steps(tasks)
+        k = len(indices)
+        observations: list[Any] = [None] * k
+        rewards = np.zeros(k, dtype=np.float64)
+        terminated = np.zeros(k, dtype=np.bool_)
+        truncated = np.zeros(k, dtype=np.bool_)
+        infos: list[dict[str, Any]] = [{}] * k
+        for j, (i, result) in enumerate(zip(indices, results, strict=True)):
+            observations[j], rewards[j], terminated[j], truncated[j], infos[j] = result
+            self._observations[i] = observations[j]
+            over = bool(terminated[j] or truncated[j])
+            self._episode_over[i] = over and mode is not AutoresetMode.SAME_STEP
+        return observations, rewards, terminated, truncated, infos
+
+    def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
+        """Call method `name` on every sub-env (or read it, if not callable); one result each.
+
+        Reaches methods of inner envs and wrappers through wrapper delegation, e.g.
+        ``vec.call("set_training_step", 100)`` for a `HorizonSchedule` wrapper.
+        """
+        self._check_open()
+        return tuple(self._run_calls(list(range(self.num_envs)), "call", name, args, kwargs))
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        """Read attribute `name` of every sub-env."""
+        self._check_open()
+        return tuple(self._run_calls(list(range(self.num_envs)), "get_attr", name))
+
+    def set_attr(self, name: str, values: Any | Sequence[Any]) -> None:
+        """Set attribute `name` on every sub-env: one value for all, or a list of `num_envs`.
+
+        The attribute is set on the innermost wrapper layer (or env) that defines it, so a
+        wrapper does not shadow the value its inner env reads.
+        """
+        self._check_open()
+        if not isinstance(values, (list, tuple)):
+            values = [values] * self.num_envs
+        if len(values) != self.num_envs:
+            raise ValueError(f"set_attr needs {self.num_envs} values, got {len(values)}")
+        for i, value in enumerate(values):
+            self._run_calls([i], "set_attr", name, value)
+
+    def close(self) -> None:
+        """Close every sub-env and stop every worker thread/process. Safe to call twice."""
+        if self.closed:
+            return
+        self.closed = True
+        self._close_backend()
+
+    def __enter__(self) -> VectorEnv:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "closed", True):
+            with contextlib.suppress(Exception):  # interpreter shutdown: nothing to do
+                self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(num_envs={self.num_envs}, {self.autoreset_mode})"
+
+    # -- helpers -------------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self.closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+
+    def _seed_list(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
+        if seed is None:
+            return [None] * self.num_envs
+        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+            return list(derive_seeds(int(seed), self.num_envs))
+        seeds = list(seed)  # type: ignore[arg-type]
+        if len(seeds) != self.num_envs:
+            raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} sub-envs")
+        return seeds
+
+    def _validate_reset_mask(self, mask: Any) -> np.ndarray:
+        if not isinstance(mask, np.ndarray) or mask.dtype != np.bool_:
+            raise TypeError(f"options['reset_mask'] must be a numpy bool array, got {mask!r}")
+        if mask.shape != (self.num_envs,):
+            raise ValueError(
+                f"options['reset_mask'] must have shape ({self.num_envs},), got {mask.shape}"
+            )
+        if not mask.any():
+            raise ValueError("options['reset_mask'] selects no sub-env")
+        return mask
+
+    def _index_actions(
+        self, actions: Sequence[str] | Mapping[int, str]
+    ) -> tuple[list[int], list[str]]:
+        if isinstance(actions, Mapping):
+            indices = list(actions)
+            bad = [i for i in indices if not isinstance(i, (int, np.integer))]
+            bad += [i for i in indices if i not in bad and not 0 <= i < self.num_envs]
+            if bad:
+                raise IndexError(f"sub-env indices {bad} out of range(0, {self.num_envs})")
+            action_list = list(actions.values())
+        else:
+            if isinstance(actions, str) or len(actions) != self.num_envs:
+                raise ValueError(
+                    f"step() takes {self.num_envs} actions or a {{index: action}} mapping, "
+                    f"got {actions!r:.80}"
+                )
+            indices, action_list = list(range(self.num_envs)), list(actions)
+        not_str = [i for i, a in zip(indices, action_list, strict=True) if not isinstance(a, str)]
+        if not_str:
+            raise TypeError(
+                f"actions are the model's text (str); sub-envs {not_str} got "
+                f"{[type(action_list[indices.index(i)]).__name__ for i in not_str]}"
+            )
+        not_reset = [i for i in indices if not self._has_reset[i]]
+        if not_reset:
+            raise RuntimeError(f"sub-envs {not_reset} were never reset; call reset() first")
+        return indices, action_list

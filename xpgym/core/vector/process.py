@@ -1,0 +1,311 @@
+"""`ProcessVectorEnv`: sub-envs live in worker processes, for CPU-bound envs.
+
+Each worker process hosts several sub-envs (by default the sub-envs are split evenly over
+one worker per CPU), so a batch costs one message round trip per worker, not per sub-env.
+Workers step their sub-envs in parallel with each other.
+
+Timeouts (``step_timeout``): inside the worker, a step that overruns is interrupted by a
+``SIGALRM`` timer and reported as truncated with ``info["error"]``, and only that sub-env is
+rebuilt. If a worker stops answering altogether (a hang in C code, a crash), the parent
+kills it, starts a new one, and reports every sub-env it hosted and had not finished as
+truncated with ``info["error"]``.
+
+Env factories and wrappers must pickle (module-level functions, classes, or
+`functools.partial` of them), as for any ``multiprocessing`` program; and a script that
+builds a ``ProcessVectorEnv`` at top level needs the usual ``if __name__ == "__main__":``
+guard, because workers are started with the ``spawn`` method by default.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import multiprocessing as mp
+import os
+import pickle
+import signal
+import time
+from collections.abc import Callable, Sequence
+from multiprocessing.connection import Connection
+from typing import Any
+
+from xpgym.core.env import Env
+from xpgym.core.vector.base import (
+    AutoresetMode,
+    SubEnv,
+    SubEnvError,
+    VectorEnv,
+    error_info,
+)
+
+__all__ = ["ProcessVectorEnv"]
+
+logger = logging.getLogger(__name__)
+
+_GRACE_SECONDS = 5.0  # a worker gets this long beyond its sub-envs' timeouts to answer
+
+
+class _WorkerTimeoutError(TimeoutError):
+    """Raised inside a worker by SIGALRM when a sub-env overruns `step_timeout`."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _WorkerTimeoutError("step_timeout exceeded")
+
+
+def _with_alarm(timeout: float | None, fn: Callable[[], Any]) -> Any:
+    if timeout is None:
+        return fn()
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return fn()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _worker_main(
+    conn: Connection,
+    env_fns: dict[int, Callable[[], Env]],
+    step_timeout: float | None,
+    same_step: bool,
+    build: bool,
+) -> None:
+    """Worker loop: build the sub-envs, then answer one command per message until `close`.
+
+    Messages are ``(command, payload)``; every command gets exactly one reply, a list of
+    ``("ok", result)`` or ``("error", text)`` items, one per task.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    if step_timeout is not None:
+        signal.signal(signal.SIGALRM, _on_alarm)
+    subenvs: dict[int, SubEnv] = {}
+    try:
+        for i, fn in env_fns.items():
+            subenvs[i] = SubEnv(fn, build=build)
+        conn.send([("ok", None)])
+    except Exception as exc:
+        conn.send([("error", f"construction: {exc!r}")])
+        return
+
+    def run_step(i: int, action: str, reset_first: bool) -> Any:
+        sub = subenvs[i]
+        try:
+            return _with_alarm(
+                step_timeout,
+                lambda: sub.step(action, reset_first=reset_first, same_step_reset=same_step),
+            )
+        except _WorkerTimeoutError as exc:  # raised in the env's step, or between its lines
+            result = sub.failed(TimeoutError(f"sub-env {i} step took over {step_timeout}s"))
+            del exc
+            return sub.reset_same_step(*result) if same_step else result
+
+    while True:
+        try:
+            command, payload = conn.recv()
+        except (EOFError, OSError):  # the parent is gone
+            command, payload = "close", None
+        if command == "close":
+            for sub in subenvs.values():
+                sub.discard()
+            with contextlib.suppress(BrokenPipeError, OSError):
+                conn.send([("ok", None)])
+            return
+        replies = []
+        for task in payload:
+            try:
+                if command == "step":
+                    replies.append(("ok", run_step(*task)))
+                elif command == "reset":
+                    i, seed, options = task
+                    reset = functools.partial(subenvs[i].reset, seed, options)
+                    replies.append(("ok", _with_alarm(step_timeout, reset)))
+                else:  # "call" / "get_attr" / "set_attr": task = (i, args)
+                    i, args = task
+                    replies.append(("ok", getattr(subenvs[i], command)(*args)))
+            except BaseException as exc:
+                replies.append(("error", repr(exc)))
+        conn.send(replies)
+
+
+class _Worker:
+    """The parent's handle on one worker process."""
+
+    def __init__(
+        self,
+        ctx: Any,
+        indices: list[int],
+        env_fns: Sequence[Callable[[], Env]],
+        step_timeout: float | None,
+        same_step: bool,
+        build: bool,
+    ) -> None:
+        self.indices = indices
+        self.conn, child_conn = ctx.Pipe()
+        self.process = ctx.Process(
+            target=_worker_main,
+            args=(child_conn, {i: env_fns[i] for i in indices}, step_timeout, same_step, build),
+            name=f"xpgym-vec-worker-{indices[0]}",
+            daemon=True,
+        )
+        self.process.start()
+        child_conn.close()
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+
+class ProcessVectorEnv(VectorEnv):
+    """Runs sub-envs in worker processes: true parallelism for CPU-bound envs.
+
+    Args:
+        env_fns: One picklable factory per sub-env.
+        autoreset_mode: See `xpgym.core.vector.base`.
+        step_timeout: Seconds a step or reset may take (see module docstring).
+        num_workers: Worker processes (default: `min(num_envs, os.cpu_count())`).
+        context: ``multiprocessing`` start method (default ``"spawn"``).
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        step_timeout: float | None = None,
+        num_workers: int | None = None,
+        context: str = "spawn",
+    ) -> None:
+        super().__init__(env_fns, autoreset_mode=autoreset_mode, step_timeout=step_timeout)
+        num_workers = min(self.num_envs, num_workers or os.cpu_count() or 1)
+        if num_workers < 1:
+            raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        for i, fn in enumerate(self.env_fns):
+            try:
+                pickle.dumps(fn)
+            except Exception as exc:
+                raise TypeError(
+                    f"env factory {i} ({fn!r:.80}) cannot be pickled for a worker process: "
+                    f"{exc}. Use module-level functions or functools.partial, or "
+                    "vectorization_mode='async'"
+                ) from exc
+        self._ctx = mp.get_context(context)
+        self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        self._worker_of = [0] * self.num_envs
+        self._lost: set[int] = set()  # sub-envs whose worker was replaced mid-episode
+        groups = [list(range(self.num_envs))[w::num_workers] for w in range(num_workers)]
+        self._workers: list[_Worker] = []
+        try:
+            for w, indices in enumerate(groups):
+                for i in indices:
+                    self._worker_of[i] = w
+                self._workers.append(self._start_worker(indices))
+            for w, worker in enumerate(self._workers):
+                ((status, detail),) = self._receive(worker, timeout=None)
+                if status != "ok":
+                    raise SubEnvError(worker.indices[0], "construction", f"worker {w}: {detail}")
+        except BaseException:
+            for worker in self._workers:
+                worker.kill()
+            raise
+
+    def _start_worker(self, indices: list[int], *, build: bool = True) -> _Worker:
+        return _Worker(self._ctx, indices, self.env_fns, self.step_timeout, self._same_step, build)
+
+    def _receive(self, worker: _Worker, timeout: float | None) -> list[tuple[str, Any]] | None:
+        """The worker's reply, or `None` if it died or did not answer within `timeout`."""
+        try:
+            if timeout is not None and not worker.conn.poll(timeout):
+                return None
+            return worker.conn.recv()
+        except (EOFError, OSError):
+            return None
+
+    def _dispatch(self, command: str, tasks: list[tuple]) -> list[tuple[str, Any] | None]:
+        """Send each task (whose first item is a sub-env index) to its worker; gather
+        replies in task order. `None` marks a task whose worker died or hung; that worker
+        is replaced by a fresh one (with freshly built sub-envs)."""
+        by_worker: dict[int, list[int]] = {}
+        for position, task in enumerate(tasks):
+            by_worker.setdefault(self._worker_of[task[0]], []).append(position)
+        for w, positions in by_worker.items():
+            payload = [
+                tasks[p] if command in ("step", "reset") else (tasks[p][0], tasks[p][1:])
+                for p in positions
+            ]
+            self._workers[w].conn.send((command, payload))
+        replies: list[tuple[str, Any] | None] = [None] * len(tasks)
+        for w, positions in by_worker.items():
+            timeout = None
+            if self.step_timeout is not None:
+                timeout = self.step_timeout * len(positions) + _GRACE_SECONDS
+            reply = self._receive(self._workers[w], timeout)
+            if reply is None:
+                self._replace_worker(w)
+                continue
+            for p, item in zip(positions, reply, strict=True):
+                replies[p] = item
+        return replies
+
+    def _replace_worker(self, w: int) -> None:
+        old = self._workers[w]
+        logger.warning("worker %d (sub-envs %s) stopped answering; restarting it", w, old.indices)
+        old.kill()
+        # Its sub-envs lost their episodes: each one's next step reports that (see _run_steps).
+        self._lost.update(old.indices)
+        self._workers[w] = self._start_worker(old.indices, build=False)
+        ((status, detail),) = self._receive(self._workers[w], timeout=None) or [("error", "died")]
+        if status != "ok":
+            raise SubEnvError(old.indices[0], "construction", f"restarted worker {w}: {detail}")
+
+    def _run_resets(self, tasks):
+        replies = self._dispatch("reset", tasks)
+        results = []
+        for (i, _, _), reply in zip(tasks, replies, strict=True):
+            if reply is None:
+                raise SubEnvError(i, "reset", "its worker process died or hung")
+            status, value = reply
+            if status != "ok":
+                raise SubEnvError(i, "reset", value)
+            results.append(value)
+        return results
+
+    def _run_steps(self, tasks):
+        # A sub-env whose worker was replaced lost its episode: report that as a truncation
+        # instead of stepping a fresh env that was never reset (its next step resets it).
+        lost = {i for i, _, reset_first in tasks if i in self._lost and not reset_first}
+        self._lost.difference_update(i for i, _, _ in tasks)
+        live = [task for task in tasks if task[0] not in lost]
+        replies = dict(zip((t[0] for t in live), self._dispatch("step", live), strict=True))
+        results = []
+        for i, _, _ in tasks:
+            reply = replies.get(i)
+            if reply is None or reply[0] != "ok":
+                detail = "its worker process died or hung" if reply is None else reply[1]
+                info = error_info(RuntimeError(f"sub-env {i}: {detail}"))
+                results.append((self._observations[i], 0.0, False, True, info))
+            else:
+                results.append(reply[1])
+        return results
+
+    def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
+        replies = self._dispatch(method, [(i, *args) for i in indices])
+        results = []
+        for i, reply in zip(indices, replies, strict=True):
+            if reply is None or reply[0] != "ok":
+                detail = "its worker process died or hung" if reply is None else reply[1]
+                raise SubEnvError(i, f"{method}{args[:1]}", detail)
+            results.append(reply[1])
+        return results
+
+    def _close_backend(self) -> None:
+        deadline = time.monotonic() + 10.0
+        for worker in self._workers:
+            with contextlib.suppress(BrokenPipeError, OSError):
+                worker.conn.send(("close", None))
+        for worker in self._workers:
+            self._receive(worker, timeout=max(deadline - time.monotonic(), 0.1))
+            worker.process.join(max(deadline - time.monotonic(), 0.1))
+            worker.kill()

@@ -1,0 +1,296 @@
+"""`AsyncVectorEnv`: sub-envs run on a pool of threads, for I/O-bound envs.
+
+Threads help when a step waits (an HTTP call, a sandboxed subprocess, a sleep) and the
+GIL is released. For pure-Python envs threads cannot run in parallel, and handing every
+step to another thread costs more than the step itself (GEM's thread pool is 4x slower than
+its loop). So the pool here shares work instead of handing it off: the calling thread runs
+tasks itself, and wakes one helper thread, which wakes the next only when it finds work.
+A batch of cheap steps finishes in the caller before any helper gets the GIL; a batch of
+blocking steps spreads over the helpers as fast as each blocks.
+
+With ``step_timeout`` the caller does not take tasks (it must stay free to watch the
+clock). A step that overruns is reported as truncated with ``info["error"]``; its thread
+cannot be killed, so the sub-env is abandoned to it, a fresh one is built from the factory,
+and a new helper thread replaces the stuck one. Prefer ``ProcessVectorEnv`` for envs that
+may hang: a process can be killed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xpgym.core.env import Env
+from xpgym.core.vector.base import (
+    AutoresetMode,
+    SubEnv,
+    SubEnvError,
+    VectorEnv,
+    error_info,
+)
+
+__all__ = ["AsyncVectorEnv"]
+
+logger = logging.getLogger(__name__)
+
+
+class _Failed:
+    """A task that raised; carries the exception."""
+
+    __slots__ = ("exc",)
+
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
+
+
+_TIMED_OUT = object()
+_PENDING = object()
+
+
+class _Batch:
+    """One batch of independent tasks and the bookkeeping to finish or abandon each."""
+
+    def __init__(self, tasks: list[Callable[[], Any]]) -> None:
+        self.tasks = tasks
+        self.results: list[Any] = [_PENDING] * len(tasks)
+        self.started: list[float | None] = [None] * len(tasks)
+        self.owners: list[threading.Thread | None] = [None] * len(tasks)
+        self.lock = threading.Lock()
+        self.next_task = 0
+        self.unfinished = len(tasks)
+        self.done = threading.Event()
+        if not tasks:
+            self.done.set()
+
+    def has_pending(self) -> bool:
+        return self.next_task < len(self.tasks)
+
+    def take(self) -> int | None:
+        with self.lock:
+            if self.next_task >= len(self.tasks):
+                return None
+            index = self.next_task
+            self.next_task += 1
+            self.started[index] = time.monotonic()
+            self.owners[index] = threading.current_thread()
+            return index
+
+    def finish(self, index: int, result: Any) -> bool:
+        """Store a result unless the task was already given up on; return whether stored."""
+        with self.lock:
+            if self.results[index] is not _PENDING:
+                return False
+            self.results[index] = result
+            self.unfinished -= 1
+            if self.unfinished == 0:
+                self.done.set()
+            return True
+
+
+class _WorkSharingPool:
+    """Helper threads that share a batch's tasks with the caller (see module docstring)."""
+
+    def __init__(self, num_threads: int, name: str) -> None:
+        self._cond = threading.Condition()
+        self._batch: _Batch | None = None
+        self._stopping = False
+        self._name = name
+        self._abandoned: set[threading.Thread] = set()
+        self._threads: list[threading.Thread] = []
+        for _ in range(num_threads):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        thread = threading.Thread(
+            target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def _work(self) -> None:
+        me = threading.current_thread()
+        while True:
+            with self._cond:
+                while not self._stopping and not (self._batch and self._batch.has_pending()):
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                batch = self._batch
+            self._drain(batch, wake_helpers=True)  # type: ignore[arg-type]
+            if me in self._abandoned:  # its task overran; a replacement already exists
+                return
+
+    def _drain(self, batch: _Batch, *, wake_helpers: bool) -> None:
+        while (index := batch.take()) is not None:
+            if wake_helpers and batch.has_pending():
+                with self._cond:
+                    self._cond.notify()
+            try:
+                result = batch.tasks[index]()
+            except BaseException as exc:  # reported to the caller, never lost in a thread
+                result = _Failed(exc)
+            batch.finish(index, result)
+            if threading.current_thread() in self._abandoned:
+                return
+
+    def run(self, tasks: list[Callable[[], Any]], timeout: float | None) -> list[Any]:
+        """Run `tasks`; return their results (a `_Failed` for a task that raised, or
+        `_TIMED_OUT` for one still running `timeout` seconds after it started)."""
+        batch = _Batch(tasks)
+        with self._cond:
+            self._batch = batch
+            self._cond.notify(1 if timeout is None else len(tasks))
+        if timeout is None:
+            self._drain(batch, wake_helpers=False)
+            batch.done.wait()
+        else:
+            self._watch(batch, timeout)
+        with self._cond:
+            self._batch = None
+        return batch.results
+
+    def _watch(self, batch: _Batch, timeout: float) -> None:
+        while not batch.done.is_set():
+            now = time.monotonic()
+            running = [
+                (start, i)
+                for i, start in enumerate(batch.started)
+                if start is not None and batch.results[i] is _PENDING
+            ]
+            for start, i in running:
+                if now - start >= timeout and batch.finish(i, _TIMED_OUT):
+                    owner = batch.owners[i]
+                    assert owner is not None
+                    self._abandoned.add(owner)
+                    self._spawn()
+                    logger.warning(
+                        "task %d overran %.3gs; thread %s abandoned", i, timeout, owner.name
+                    )
+            next_deadline = min((s + timeout for s, _ in running), default=now + timeout)
+            batch.done.wait(max(next_deadline - time.monotonic(), 0.001))
+
+    def close(self, join_timeout: float = 5.0) -> None:
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+        for thread in self._threads:
+            if thread not in self._abandoned:
+                thread.join(join_timeout)
+        stuck = [t.name for t in self._threads if t.is_alive()]
+        if stuck:
+            logger.warning("threads still running a stuck sub-env after close: %s", stuck)
+
+
+class AsyncVectorEnv(VectorEnv):
+    """Runs sub-envs on threads: for envs whose steps wait on I/O or subprocesses.
+
+    Args:
+        env_fns: One factory per sub-env.
+        autoreset_mode: See `xpgym.core.vector.base`.
+        step_timeout: Seconds a step or reset may take; an overrunning step is truncated
+            with ``info["error"]`` and its sub-env rebuilt (see module docstring).
+        num_threads: Helper threads (default `num_envs`, so every sub-env can wait at once).
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        step_timeout: float | None = None,
+        num_threads: int | None = None,
+    ) -> None:
+        super().__init__(env_fns, autoreset_mode=autoreset_mode, step_timeout=step_timeout)
+        num_threads = self.num_envs if num_threads is None else num_threads
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        self._pool = _WorkSharingPool(num_threads, name=f"xpgym-vec-{id(self):x}")
+        try:
+            built = self._pool.run([lambda fn=fn: SubEnv(fn) for fn in self.env_fns], None)
+            self._subenvs: list[SubEnv] = []
+            for i, sub in enumerate(built):
+                if isinstance(sub, _Failed):
+                    raise SubEnvError(i, "construction", repr(sub.exc)) from sub.exc
+                self._subenvs.append(sub)
+        except BaseException:
+            self._pool.close()
+            raise
+
+    def _abandon(self, i: int) -> None:
+        """Give sub-env `i` up to the thread stuck in it; the next reset builds a new one."""
+        stuck = self._subenvs[i]
+        fresh = SubEnv(self.env_fns[i], build=False)
+        fresh.last_obs = stuck.last_obs
+        self._subenvs[i] = fresh
+
+    def _run_resets(self, tasks):
+        subenvs = self._subenvs
+        results = self._pool.run(
+            [lambda s=subenvs[i], a=seed, o=options: s.reset(a, o) for i, seed, options in tasks],
+            self.step_timeout,
+        )
+        for (i, _, _), result in zip(tasks, results, strict=True):
+            if result is _TIMED_OUT:
+                self._abandon(i)
+                raise SubEnvError(i, "reset", f"timed out after {self.step_timeout}s")
+            if isinstance(result, _Failed):
+                raise SubEnvError(i, "reset", repr(result.exc)) from result.exc
+        return results
+
+    def _run_steps(self, tasks):
+        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        subenvs = self._subenvs
+        results = self._pool.run(
+            [
+                lambda s=subenvs[i], a=action, r=reset_first: s.step(
+                    a, reset_first=r, same_step_reset=same_step
+                )
+                for i, action, reset_first in tasks
+            ],
+            self.step_timeout,
+        )
+        timed_out = [j for j, result in enumerate(results) if result is _TIMED_OUT]
+        for j in timed_out:
+            i = tasks[j][0]
+            last_obs = self._subenvs[i].last_obs
+            self._abandon(i)
+            info = error_info(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
+            results[j] = (last_obs, 0.0, False, True, info)
+        if same_step and timed_out:
+            self._reset_after_timeout(tasks, results, timed_out)
+        return results
+
+    def _reset_after_timeout(self, tasks, results, timed_out: list[int]) -> None:
+        """SAME_STEP: a timed-out step ends its episode, so reset it now like any other end."""
+        subenvs = self._subenvs
+        resets = self._pool.run(
+            [lambda s=subenvs[tasks[j][0]], r=results[j]: s.reset_same_step(*r) for j in timed_out],
+            self.step_timeout,
+        )
+        for j, reset in zip(timed_out, resets, strict=True):
+            if reset is _TIMED_OUT:
+                self._abandon(tasks[j][0])  # keep the timeout result; the next step resets
+            elif not isinstance(reset, _Failed):
+                results[j] = reset
+
+    def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
+        subenvs = self._subenvs
+        results = self._pool.run(
+            [lambda s=subenvs[i]: getattr(s, method)(*args) for i in indices], self.step_timeout
+        )
+        for i, result in zip(indices, results, strict=True):
+            if result is _TIMED_OUT:
+                self._abandon(i)
+                raise SubEnvError(i, method, f"timed out after {self.step_timeout}s")
+            if isinstance(result, _Failed):
+                raise SubEnvError(i, f"{method}{args[:1]}", repr(result.exc)) from result.exc
+        return results
+
+    def _close_backend(self) -> None:
+        try:
+            self._pool.run([lambda s=sub: s.discard() for sub in self._subenvs], self.step_timeout)
+        finally:
+            self._pool.close()

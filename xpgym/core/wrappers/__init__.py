@@ -1,0 +1,51 @@
+"""Wrappers, grouped by what they change.
+
+* `observation`: what the model sees: `LastObservation`, `ObservationHistory`,
+  `ObservationActionHistory`, `ChatMessages`, `ChatTemplate`.
+* `limits`: when an episode is cut short: `MaxTurns`, and `HorizonSchedule` (the
+  ScalingInter-RL turn curriculum) with `PiecewiseTurnSchedule` / `LinearTurnSchedule`.
+* `statistics`: what is measured: `EpisodeStatistics` (``info["episode"]``).
+* `tools` (added by the tools work, not here yet): ``ToolEnvWrapper`` in
+  ``xpgym/core/wrappers/tools.py``. A tool turn marks ``info["tool_calls"]`` (a count or a
+  list of calls) and puts the call text in ``info["parsed_action"]``, so the wrappers above
+  label its output with the ``"tool"`` chat role, record the call instead of the raw text,
+  and count the calls in ``info["episode"]["tool_calls"]``.
+
+Usual order, innermost first: tools, limits, observation, statistics, e.g.
+``EpisodeStatistics(ChatTemplate(MaxTurns(ToolEnvWrapper(env, ...), 10), tokenizer))``.
+Every wrapper keeps its state in `get_wrapper_state`, so ``get_state()`` of the whole stack
+restores history, counters and schedules together.
+"""
+
+from xpgym.core.wrappers.limits import (
+    HorizonSchedule,
+    LinearTurnSchedule,
+    MaxTurns,
+    PiecewiseTurnSchedule,
+)
+from xpgym.core.wrappers.observation import (
+    ChatMessages,
+    ChatTemplate,
+    ChatTokenizer,
+    LastObservation,
+    Message,
+    ObservationActionHistory,
+    ObservationHistory,
+)
+from xpgym.core.wrappers.statistics import EpisodeStatistics, count_tool_calls
+
+__all__ = [
+    "ChatMessages",
+    "ChatTemplate",
+    "ChatTokenizer",
+    "EpisodeStatistics",
+    "HorizonSchedule",
+    "LastObservation",
+    "LinearTurnSchedule",
+    "MaxTurns",
+    "Message",
+    "ObservationActionHistory",
+    "ObservationHistory",
+    "PiecewiseTurnSchedule",
+    "count_tool_calls",
+]
