@@ -419,3 +419,13 @@ def test_make_vec_rejects_unknown_modes_and_ids(toy_id):
 def test_make_vec_applies_wrappers_in_order(toy_id):
     with xpgym.make_vec(toy_id, 2, wrappers=[Tagging]) as vec:
         assert vec.get_attr("tag") == ("wrapper", "wrapper")
+
+
+def test_thread_backend_overlaps_blocking_steps():
+    """Eight 0.5 s sleeps take about 0.5 s, not 4 s (generous bound: this is not a benchmark)."""
+    with AsyncVectorEnv(toy_fns(8, episode_length=10)) as vec:
+        vec.reset(seed=0)
+        vec.step(["sleep:0.01"] * 8)  # teaches the pool that steps block
+        start = time.monotonic()
+        vec.step(["sleep:0.5"] * 8)
+        assert time.monotonic() - start < 2.0

@@ -17,6 +17,7 @@ may hang: a process can be killed.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 import time
@@ -51,49 +52,68 @@ _PENDING = object()
 
 
 class _Batch:
-    """One batch of independent tasks and the bookkeeping to finish or abandon each."""
+    """Tasks ``fn(0) .. fn(n - 1)`` and the bookkeeping to finish (or give up on) each.
 
-    def __init__(self, tasks: list[Callable[[], Any]]) -> None:
-        self.tasks = tasks
-        self.results: list[Any] = [_PENDING] * len(tasks)
-        self.started: list[float | None] = [None] * len(tasks)
-        self.owners: list[threading.Thread | None] = [None] * len(tasks)
-        self.lock = threading.Lock()
-        self.next_task = 0
-        self.unfinished = len(tasks)
+    Claiming a task is one `next()` on an `itertools.count` (atomic under the GIL), so the
+    common path takes no lock. With `watched` (a timeout is set) each claim also records
+    when and by whom it started, and finishing takes a lock, because the watcher may give
+    up on a task at the moment it finishes.
+    """
+
+    def __init__(self, fn: Callable[[int], Any], n: int, *, watched: bool) -> None:
+        self.fn = fn
+        self.n = n
+        self.results: list[Any] = [_PENDING] * n
+        self.watched = watched
+        self.started: list[float | None] = [None] * n
+        self.owners: list[threading.Thread | None] = [None] * n
+        self.claimed = 0  # a lower bound on claims made, for cheap `has_pending` checks
+        self.claims = itertools.count()
+        self.finished: list[None] = []  # append-only: its length counts finished tasks
+        self._lock = threading.Lock()
         self.done = threading.Event()
-        if not tasks:
+        if n == 0:
             self.done.set()
 
     def has_pending(self) -> bool:
-        return self.next_task < len(self.tasks)
+        return self.claimed < self.n
 
     def take(self) -> int | None:
-        with self.lock:
-            if self.next_task >= len(self.tasks):
-                return None
-            index = self.next_task
-            self.next_task += 1
-            self.started[index] = time.monotonic()
+        index = next(self.claims)
+        self.claimed = min(index + 1, self.n)
+        if index >= self.n:
+            return None
+        if self.watched:
             self.owners[index] = threading.current_thread()
-            return index
+            self.started[index] = time.monotonic()
+        return index
 
     def finish(self, index: int, result: Any) -> bool:
         """Store a result unless the task was already given up on; return whether stored."""
-        with self.lock:
-            if self.results[index] is not _PENDING:
-                return False
+        if self.watched:
+            with self._lock:
+                if self.results[index] is not _PENDING:
+                    return False
+                self.results[index] = result
+        else:
             self.results[index] = result
-            self.unfinished -= 1
-            if self.unfinished == 0:
-                self.done.set()
-            return True
+        self.finished.append(None)
+        if len(self.finished) == self.n:
+            self.done.set()
+        return True
+
+    def all_finished(self) -> bool:
+        return len(self.finished) == self.n
 
 
 class _WorkSharingPool:
     """Helper threads that share a batch's tasks with the caller (see module docstring)."""
 
+    blocking_threshold = 0.001
+    """Seconds a task may run in the caller before the caller wakes a helper thread."""
+
     def __init__(self, num_threads: int, name: str) -> None:
+        self._helpers_needed = False  # did the last batch have a blocking task?
         self._cond = threading.Condition()
         self._batch: _Batch | None = None
         self._stopping = False
@@ -124,28 +144,65 @@ class _WorkSharingPool:
                 return
 
     def _drain(self, batch: _Batch, *, wake_helpers: bool) -> None:
+        if batch.watched:
+            self._drain_watched(batch, wake_helpers=wake_helpers)
+            return
+        # The hot path for cheap steps, written out: claim, run, store, count. Helpers wake
+        # one another; the caller wakes the first one only once a task of its own has
+        # blocked for `blocking_threshold` seconds (or from the start, see `run`).
+        fn, n, results, finished = batch.fn, batch.n, batch.results, batch.finished
+        caller_woke = wake_helpers
+        clock, threshold = time.perf_counter, self.blocking_threshold
+        last = clock()
+        for index in batch.claims:
+            if index >= n:
+                batch.claimed = n
+                break
+            batch.claimed = index + 1
+            if wake_helpers and index + 1 < n:
+                with self._cond:
+                    self._cond.notify()
+            try:
+                results[index] = fn(index)
+            except BaseException as exc:  # reported to the caller, never lost in a thread
+                results[index] = _Failed(exc)
+            finished.append(None)
+            now, last = last, clock()
+            if not caller_woke and last - now > threshold:
+                caller_woke = self._helpers_needed = True
+                with self._cond:
+                    self._cond.notify()
+        if len(finished) == n:
+            batch.done.set()
+
+    def _drain_watched(self, batch: _Batch, *, wake_helpers: bool) -> None:
+        fn = batch.fn
         while (index := batch.take()) is not None:
             if wake_helpers and batch.has_pending():
                 with self._cond:
                     self._cond.notify()
             try:
-                result = batch.tasks[index]()
-            except BaseException as exc:  # reported to the caller, never lost in a thread
+                result = fn(index)
+            except BaseException as exc:
                 result = _Failed(exc)
             batch.finish(index, result)
             if threading.current_thread() in self._abandoned:
                 return
 
-    def run(self, tasks: list[Callable[[], Any]], timeout: float | None) -> list[Any]:
-        """Run `tasks`; return their results (a `_Failed` for a task that raised, or
-        `_TIMED_OUT` for one still running `timeout` seconds after it started)."""
-        batch = _Batch(tasks)
+    def run(self, fn: Callable[[int], Any], n: int, timeout: float | None) -> list[Any]:
+        """Run ``fn(i)`` for ``i in range(n)``; return the results in order: a `_Failed` for
+        a call that raised, `_TIMED_OUT` for one still running `timeout` s after it began."""
+        batch = _Batch(fn, n, watched=timeout is not None)
+        wake_now = n if timeout is not None else int(self._helpers_needed)
+        self._helpers_needed = False  # set again by `_drain` if a task blocks this time
         with self._cond:
             self._batch = batch
-            self._cond.notify(1 if timeout is None else len(tasks))
+            if wake_now:
+                self._cond.notify(wake_now)
         if timeout is None:
             self._drain(batch, wake_helpers=False)
-            batch.done.wait()
+            if not batch.all_finished():
+                batch.done.wait()
         else:
             self._watch(batch, timeout)
         with self._cond:
@@ -209,7 +266,8 @@ class AsyncVectorEnv(VectorEnv):
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         self._pool = _WorkSharingPool(num_threads, name=f"xpgym-vec-{id(self):x}")
         try:
-            built = self._pool.run([lambda fn=fn: SubEnv(fn) for fn in self.env_fns], None)
+            fns = self.env_fns
+            built = self._pool.run(lambda i: SubEnv(fns[i]), self.num_envs, None)
             self._subenvs: list[SubEnv] = []
             for i, sub in enumerate(built):
                 if isinstance(sub, _Failed):
@@ -229,7 +287,8 @@ class AsyncVectorEnv(VectorEnv):
     def _run_resets(self, tasks):
         subenvs = self._subenvs
         results = self._pool.run(
-            [lambda s=subenvs[i], a=seed, o=options: s.reset(a, o) for i, seed, options in tasks],
+            lambda j: subenvs[tasks[j][0]].reset(tasks[j][1], tasks[j][2]),
+            len(tasks),
             self.step_timeout,
         )
         for (i, _, _), result in zip(tasks, results, strict=True):
@@ -243,15 +302,12 @@ class AsyncVectorEnv(VectorEnv):
     def _run_steps(self, tasks):
         same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         subenvs = self._subenvs
-        results = self._pool.run(
-            [
-                lambda s=subenvs[i], a=action, r=reset_first: s.step(
-                    a, reset_first=r, same_step_reset=same_step
-                )
-                for i, action, reset_first in tasks
-            ],
-            self.step_timeout,
-        )
+
+        def step(j: int) -> tuple[Any, float, bool, bool, dict]:
+            i, action, reset_first = tasks[j]
+            return subenvs[i].step(action, reset_first=reset_first, same_step_reset=same_step)
+
+        results = self._pool.run(step, len(tasks), self.step_timeout)
         timed_out = [j for j, result in enumerate(results) if result is _TIMED_OUT]
         for j in timed_out:
             i = tasks[j][0]
@@ -267,7 +323,8 @@ class AsyncVectorEnv(VectorEnv):
         """SAME_STEP: a timed-out step ends its episode, so reset it now like any other end."""
         subenvs = self._subenvs
         resets = self._pool.run(
-            [lambda s=subenvs[tasks[j][0]], r=results[j]: s.reset_same_step(*r) for j in timed_out],
+            lambda k: subenvs[tasks[timed_out[k]][0]].reset_same_step(*results[timed_out[k]]),
+            len(timed_out),
             self.step_timeout,
         )
         for j, reset in zip(timed_out, resets, strict=True):
@@ -279,7 +336,7 @@ class AsyncVectorEnv(VectorEnv):
     def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
         subenvs = self._subenvs
         results = self._pool.run(
-            [lambda s=subenvs[i]: getattr(s, method)(*args) for i in indices], self.step_timeout
+            lambda j: getattr(subenvs[indices[j]], method)(*args), len(indices), self.step_timeout
         )
         for i, result in zip(indices, results, strict=True):
             if result is _TIMED_OUT:
@@ -291,6 +348,7 @@ class AsyncVectorEnv(VectorEnv):
 
     def _close_backend(self) -> None:
         try:
-            self._pool.run([lambda s=sub: s.discard() for sub in self._subenvs], self.step_timeout)
+            subenvs = self._subenvs
+            self._pool.run(lambda i: subenvs[i].discard(), len(subenvs), self.step_timeout)
         finally:
             self._pool.close()
