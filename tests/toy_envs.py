@@ -41,10 +41,16 @@ class ToyEnv(Env[str]):
         correct = action.strip() == str(self.secret)
         terminated = correct or self.turn >= self.episode_length
         reward = 1.0 if correct else -0.1
-        return f"turn={self.turn} last={action}", reward, terminated, False, {
-            "turn": self.turn,
-            "correct": correct,
-        }
+        return (
+            f"turn={self.turn} last={action}",
+            reward,
+            terminated,
+            False,
+            {
+                "turn": self.turn,
+                "correct": correct,
+            },
+        )
 
     def sample_random_action(self) -> str:
         return str(int(self.np_random.integers(0, 10)))

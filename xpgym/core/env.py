@@ -93,6 +93,11 @@ def _enforce_step(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
                 "call reset() to start a new one"
             )
         result = step(self, action)
+        if type(result) is not tuple or len(result) != 5:
+            raise TypeError(
+                f"{_describe(self)}.step() must return (obs, reward, terminated, truncated, "
+                f"info), got {result!r:.120}"
+            )
         flags["_xpgym_episode_over"] = bool(result[2] or result[3])
         return result
 

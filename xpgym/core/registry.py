@@ -63,8 +63,7 @@ class EnvSpec:
         id: ``category:Name-vN[-variant]``.
         entry_point: ``"module:Attr"`` (imported lazily) or a callable returning an `Env`.
         kwargs: Keyword arguments passed to the entry point (callers' kwargs override them).
-        description: One line for `list_envs` tables; defaults to the entry point
-            docstring's first line when the entry point is imported.
+        description: One line for listings and the README table (empty if not given).
     """
 
     id: str
@@ -169,7 +168,7 @@ def _resolve(env_id: str) -> str:
             warnings.warn(
                 f"env id {env_id!r} was renamed to {new_id!r}; use the new id",
                 DeprecationWarning,
-                stacklevel=3,
+                stacklevel=4,  # _resolve <- _lookup <- spec/make <- the caller
             )
         return new_id
     return env_id
@@ -181,6 +180,12 @@ def spec(env_id: str) -> EnvSpec:
     Raises:
         UnknownEnvError: with the closest registered ids.
     """
+    return _lookup(env_id)
+
+
+def _lookup(env_id: str) -> EnvSpec:
+    """`spec`'s body; call it directly from public functions so that the alias warning
+    points at their caller's line."""
     resolved = _resolve(env_id)
     if resolved in registry:
         return registry[resolved]
@@ -247,7 +252,7 @@ def make(env_id: str, **kwargs: Any) -> Env | MultiAgentEnv:
         The env, with `env.spec` set (its kwargs include the overrides). Call `reset()`
         before stepping it.
     """
-    return make_from_spec(spec(env_id), **kwargs)
+    return make_from_spec(_lookup(env_id), **kwargs)
 
 
 def make_from_spec(env_spec: EnvSpec, **kwargs: Any) -> Env | MultiAgentEnv:

@@ -11,30 +11,23 @@ def register_envs() -> None:
     register(
         "game:GuessTheNumber-v0",
         guess,
-        min_number=1,
-        max_number=20,
-        max_turns=7,
-        description="Find a hidden integer from higher/lower feedback.",
+        description="Guess a hidden integer in 1..20 from higher/lower hints; 7 turns.",
     )
     register(
         "game:GuessTheNumber-v0-easy",
         guess,
-        min_number=1,
-        max_number=10,
-        max_turns=4,
-        description="GuessTheNumber over 1..10 in 4 turns.",
+        difficulty="easy",
+        description="Guess a hidden integer in 1..10 from higher/lower hints; 4 turns.",
     )
     register(
         "game:GuessTheNumber-v0-hard",
         guess,
-        min_number=1,
-        max_number=50,
-        max_turns=7,
-        description="GuessTheNumber over 1..50 in 7 turns.",
+        difficulty="hard",
+        description="Guess a hidden integer in 1..50 from higher/lower hints; 7 turns.",
     )
     register(
         "game:GuessTheNumber-v0-random",
         guess,
         difficulty="random",
-        description="GuessTheNumber with easy or hard drawn at every reset.",
+        description="Guess a hidden integer; easy or hard drawn at every reset.",
     )

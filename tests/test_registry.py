@@ -1,0 +1,452 @@
+"""The registry: ids, registration, aliases, lazy entry points, `make`, `make_vec`, import cost."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+from toy_envs import ToyEnv
+
+import xpgym
+from xpgym.core import registry as reg
+from xpgym.core.registry import (
+    EnvSpec,
+    UnknownEnvError,
+    list_envs,
+    load_entry_point,
+    make,
+    make_from_spec,
+    make_vec,
+    register,
+    register_alias,
+    spec,
+)
+
+TOY = "toy_envs:ToyEnv"
+
+
+@pytest.fixture(autouse=True)
+def clean_registry():
+    """Restore the registry, aliases and warned aliases after each test."""
+    saved = (dict(reg.registry), dict(reg._aliases), set(reg._warned_aliases))
+    yield
+    for live, old in zip((reg.registry, reg._aliases, reg._warned_aliases), saved, strict=True):
+        live.clear()
+        live.update(old)
+
+
+# ------------------------------------------------------------------------------ ids
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "game:Toy-v0",
+        "game:Toy-v12",
+        "game:Toy-v0-easy",
+        "game:Toy-v0-extreme-hard",
+        "rg:arc_1d-v0",
+        "math:GSM8K.test-v1",
+        "my_family2:Toy_2-v3-v2_variant",
+    ],
+)
+def test_well_formed_ids_register(env_id):
+    assert register(env_id, TOY).id == env_id
+
+
+@pytest.mark.parametrize(
+    "env_id",
+    [
+        "Toy-v0",  # no category
+        "game:Toy",  # no version
+        "game:Toy-v",
+        "game:Toy-vX",
+        "Game:Toy-v0",  # category must be lowercase
+        "1game:Toy-v0",
+        "game:1Toy-v0",  # name starts with a letter
+        "game:Toy-v0-",  # empty variant
+        "game:To y-v0",
+        "game::Toy-v0",
+        "",
+    ],
+)
+def test_malformed_ids_are_rejected(env_id):
+    with pytest.raises(ValueError, match="does not match 'category:Name-vN\\[-variant\\]'"):
+        register(env_id, TOY)
+
+
+def test_spec_exposes_the_id_parts():
+    env_spec = register("game:Toy-v3-extreme-hard", TOY)
+    assert (env_spec.category, env_spec.name, env_spec.version, env_spec.variant) == (
+        "game",
+        "Toy",
+        3,
+        "extreme-hard",
+    )
+
+
+def test_variant_is_none_without_one():
+    assert register("game:Toy-v0", TOY).variant is None
+
+
+# ------------------------------------------------------------------- registration
+
+
+@pytest.mark.parametrize("entry_point", ["toy_envs.ToyEnv", "toy_envs:", ":ToyEnv", "a b:C"])
+def test_malformed_entry_point_strings_are_rejected(entry_point):
+    with pytest.raises(ValueError, match=re.escape("must look like 'package.module:Attr'")):
+        register("game:Toy-v0", entry_point)
+
+
+def test_non_callable_entry_point_is_rejected():
+    with pytest.raises(TypeError, match="must be a 'module:Attr' string or a callable"):
+        register("game:Toy-v0", 42)  # type: ignore[arg-type]
+
+
+def test_duplicate_registration_raises():
+    register("game:Toy-v0", TOY)
+    with pytest.raises(ValueError, match="already registered; pass override=True"):
+        register("game:Toy-v0", TOY)
+
+
+def test_override_replaces_the_registration():
+    register("game:Toy-v0", TOY, episode_length=3)
+    register("game:Toy-v0", TOY, override=True, episode_length=5)
+    assert make("game:Toy-v0").episode_length == 5
+
+
+def test_registering_over_an_alias_needs_override():
+    register("game:Toy-v1", TOY)
+    register_alias("game:Toy-v0", "game:Toy-v1")
+    with pytest.raises(ValueError, match="already registered"):
+        register("game:Toy-v0", TOY)
+
+
+def test_override_of_an_alias_removes_the_alias():
+    register("game:Toy-v1", TOY)
+    register_alias("game:Toy-v0", "game:Toy-v1")
+    register("game:Toy-v0", TOY, override=True)
+    assert list_envs("game:Toy-*", include_aliases=True) == ["game:Toy-v0", "game:Toy-v1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert spec("game:Toy-v0").id == "game:Toy-v0"
+
+
+def test_spec_kwargs_are_read_only():
+    env_spec = register("game:Toy-v0", TOY, episode_length=3)
+    with pytest.raises(TypeError):
+        env_spec.kwargs["episode_length"] = 4  # type: ignore[index]
+
+
+def test_spec_kwargs_do_not_alias_the_callers_dict():
+    kwargs = {"episode_length": 3}
+    env_spec = EnvSpec("game:Toy-v0", TOY, kwargs)
+    kwargs["episode_length"] = 4
+    assert env_spec.kwargs["episode_length"] == 3
+
+
+def test_spec_pickles():
+    env_spec = register("game:Toy-v0", TOY, episode_length=3, description="toy")
+    assert pickle.loads(pickle.dumps(env_spec)) == env_spec
+
+
+def test_entry_point_name_of_a_callable_is_module_and_qualname():
+    assert register("game:Toy-v0", ToyEnv).entry_point_name() == "toy_envs:ToyEnv"
+
+
+# ---------------------------------------------------------------- unknown ids
+
+
+def test_unknown_id_error_lists_the_closest_ids():
+    with pytest.raises(UnknownEnvError, match="did you mean 'game:GuessTheNumber-v0'"):
+        spec("game:GuessTheNumbr-v0")
+
+
+def test_unknown_id_without_version_suggests_ids_with_that_prefix():
+    with pytest.raises(UnknownEnvError) as excinfo:
+        make("game:GuessTheNumber")
+    assert "'game:GuessTheNumber-v0'" in str(excinfo.value)
+    assert "python -m xpgym list" in str(excinfo.value)
+
+
+def test_unknown_id_error_is_a_key_error_with_a_readable_message():
+    with pytest.raises(KeyError) as excinfo:
+        make("nothing:Like-v0-this")
+    assert (
+        str(excinfo.value) == "unknown env id 'nothing:Like-v0-this' (see `python -m xpgym list`)"
+    )
+
+
+def test_non_str_id_raises_type_error():
+    with pytest.raises(TypeError, match="env id must be a str"):
+        spec(None)  # type: ignore[arg-type]
+
+
+# ------------------------------------------------------------------------- aliases
+
+
+def test_alias_warns_deprecation_exactly_once_and_still_works():
+    register("game:Toy-v1", TOY)
+    register_alias("game:OldToy-v0", "game:Toy-v1")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        first = make("game:OldToy-v0")
+        second = make("game:OldToy-v0")
+    assert [w.category for w in caught] == [DeprecationWarning]
+    assert "renamed to 'game:Toy-v1'" in str(caught[0].message)
+    assert first.spec.id == second.spec.id == "game:Toy-v1"
+
+
+@pytest.mark.parametrize("lookup", [make, spec])
+def test_alias_warning_points_at_the_callers_line(lookup):
+    register("game:Toy-v1", TOY)
+    register_alias("game:OldToy-v0", "game:Toy-v1")
+    with pytest.warns(DeprecationWarning, match="renamed") as caught:
+        lookup("game:OldToy-v0")
+    assert caught[0].filename == __file__
+
+
+def test_alias_to_an_unregistered_id_raises():
+    with pytest.raises(UnknownEnvError, match="cannot alias"):
+        register_alias("game:OldToy-v0", "game:Missing-v0")
+
+
+def test_alias_cannot_shadow_a_registered_id():
+    register("game:Toy-v0", TOY)
+    register("game:Toy-v1", TOY)
+    with pytest.raises(ValueError, match="is a registered id"):
+        register_alias("game:Toy-v0", "game:Toy-v1")
+
+
+def test_aliases_are_listed_only_on_request():
+    register("game:Toy-v1", TOY)
+    register_alias("game:Toy-v0", "game:Toy-v1")
+    assert list_envs("game:Toy-*") == ["game:Toy-v1"]
+    assert list_envs("game:Toy-*", include_aliases=True) == ["game:Toy-v0", "game:Toy-v1"]
+
+
+# ------------------------------------------------------------------ lazy imports
+
+
+@pytest.fixture
+def lazy_module(tmp_path, monkeypatch):
+    """A module on sys.path that records when it is imported."""
+    name = "xpgym_test_lazy_env_module"
+    (tmp_path / f"{name}.py").write_text(
+        textwrap.dedent(
+            """
+            from toy_envs import ToyEnv
+
+            class LazyEnv(ToyEnv):
+                '''A lazily imported env.'''
+            """
+        )
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield name
+    sys.modules.pop(name, None)
+
+
+def test_register_does_not_import_the_entry_point(lazy_module):
+    register("game:Lazy-v0", f"{lazy_module}:LazyEnv")
+    assert lazy_module not in sys.modules
+
+
+def test_make_imports_the_entry_point(lazy_module):
+    register("game:Lazy-v0", f"{lazy_module}:LazyEnv")
+    env = make("game:Lazy-v0")
+    assert lazy_module in sys.modules
+    assert type(env).__name__ == "LazyEnv"
+
+
+def test_entry_point_with_a_missing_attribute_raises_import_error():
+    with pytest.raises(ImportError, match=re.escape("xpgym.core.env has no Nope")):
+        load_entry_point("xpgym.core.env:Nope")
+
+
+def test_entry_point_resolves_dotted_attributes():
+    assert load_entry_point("xpgym.core.registry:EnvSpec.entry_point_name") is (
+        EnvSpec.entry_point_name
+    )
+
+
+# -------------------------------------------------------------------------- make
+
+
+def test_make_sets_the_spec():
+    env = make("game:GuessTheNumber-v0-easy")
+    assert env.spec is spec("game:GuessTheNumber-v0-easy")
+
+
+def test_make_records_caller_kwargs_in_the_spec():
+    env = make("game:GuessTheNumber-v0-easy", max_turns=9)
+    assert dict(env.spec.kwargs) == {"difficulty": "easy", "max_turns": 9}
+    assert spec("game:GuessTheNumber-v0-easy").kwargs == {"difficulty": "easy"}
+
+
+def test_caller_kwargs_override_the_spec_kwargs():
+    register("game:Toy-v0", TOY, episode_length=3)
+    assert make("game:Toy-v0", episode_length=8).episode_length == 8
+
+
+def test_callable_entry_point_is_called_with_the_kwargs():
+    register("game:Toy-v0", ToyEnv, episode_length=4)
+    assert make("game:Toy-v0").episode_length == 4
+
+
+def test_unknown_kwargs_raise_type_error_listing_accepted_names():
+    with pytest.raises(TypeError) as excinfo:
+        make("game:GuessTheNumber-v0", max_turn=3)
+    message = str(excinfo.value)
+    assert "unexpected keyword argument(s) 'max_turn'" in message
+    assert "it accepts: difficulty, max_number, max_turns, min_number" in message
+
+
+def test_entry_point_taking_var_kwargs_accepts_any_kwargs():
+    def factory(**kwargs):
+        return ToyEnv(episode_length=kwargs.get("length", 3))
+
+    register("game:Toy-v0", factory)
+    assert make("game:Toy-v0", length=6).episode_length == 6
+
+
+def test_entry_point_returning_a_non_env_raises_type_error():
+    register("game:NotAnEnv-v0", lambda: "text")
+    with pytest.raises(TypeError, match="returned str, not an xpgym Env"):
+        make("game:NotAnEnv-v0")
+
+
+def test_make_from_spec_builds_an_unregistered_spec():
+    env = make_from_spec(EnvSpec("game:Unregistered-v0", TOY, {"episode_length": 2}))
+    assert env.episode_length == 2
+    assert env.spec.id == "game:Unregistered-v0"
+
+
+def test_top_level_package_reexports_the_registry_api():
+    assert (xpgym.make, xpgym.register, xpgym.spec, xpgym.list_envs) == (
+        make,
+        register,
+        spec,
+        list_envs,
+    )
+
+
+# --------------------------------------------------------------------- list_envs
+
+
+def test_list_envs_is_sorted_and_complete_without_a_pattern():
+    register("game:Aaa-v0", TOY)
+    assert list_envs() == sorted(reg.registry)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        ("game:GuessTheNumber-v0-*", ["easy", "hard", "random"]),
+        ("*-easy", ["easy"]),
+        ("game:GuessTheNumber-v0", [None]),
+        ("GAME:*", []),  # case-sensitive
+    ],
+)
+def test_list_envs_filters_by_glob(pattern, expected):
+    ids = list_envs(pattern)
+    assert [spec(i).variant for i in ids] == expected
+
+
+# ----------------------------------------------------------------------- make_vec
+
+
+def test_make_vec_does_not_mutate_the_callers_kwargs():
+    shared = {"max_turns": 3}
+    per_env = [{"max_turns": 3}, {"max_turns": 4}]
+    with make_vec("game:GuessTheNumber-v0", 2, env_kwargs=shared) as vec:
+        vec.reset(seed=0)
+    with make_vec("game:GuessTheNumber-v0", 2, env_kwargs=per_env) as vec:
+        vec.reset(seed=0)
+    assert shared == {"max_turns": 3}
+    assert per_env == [{"max_turns": 3}, {"max_turns": 4}]
+
+
+def test_make_vec_repeats_one_id_num_envs_times():
+    with make_vec("game:GuessTheNumber-v0", 3) as vec:
+        assert vec.num_envs == 3
+
+
+def test_make_vec_fails_fast_on_an_unknown_id():
+    with pytest.raises(UnknownEnvError):
+        make_vec(["game:GuessTheNumber-v0", "game:Nope-v0"])
+
+
+def test_make_vec_rejects_num_envs_that_disagrees_with_the_ids():
+    with pytest.raises(ValueError, match="num_envs=3 but 2 env ids"):
+        make_vec(["game:GuessTheNumber-v0"] * 2, 3)
+
+
+def test_make_vec_rejects_a_wrong_number_of_kwargs_mappings():
+    with pytest.raises(ValueError, match="1 env_kwargs mappings for 2 sub-envs"):
+        make_vec("game:GuessTheNumber-v0", 2, env_kwargs=[{}])
+
+
+def test_make_vec_rejects_an_unknown_vectorization_mode():
+    with pytest.raises(ValueError, match="vectorization_mode must be one of"):
+        make_vec("game:GuessTheNumber-v0", 2, vectorization_mode="gpu")
+
+
+def test_make_vec_rejects_zero_sub_envs():
+    with pytest.raises(ValueError, match="at least one sub-env"):
+        make_vec([])
+
+
+# ------------------------------------------------------------------ import cost
+
+_IMPORT_PROBE = """
+import logging, sys
+root_handlers = list(logging.getLogger().handlers)
+import xpgym
+heavy = sorted(
+    m for m in sys.modules
+    if m.split(".")[0] in {
+        "torch", "transformers", "datasets", "reasoning_gym", "vllm", "verl", "openrlhf",
+        "oat", "roll", "rl2", "ray", "tantivy", "mcp",
+    }
+)
+print(__import__("json").dumps({
+    "heavy": heavy,
+    "new_root_handlers": len(logging.getLogger().handlers) - len(root_handlers),
+    "env_modules": sorted(m for m in sys.modules if m.startswith("xpgym.envs.games.")),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def import_probe() -> tuple[dict, str]:
+    """Import xpgym in a fresh interpreter; return its report and its stderr."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORT_PROBE], capture_output=True, text=True, check=True
+    )
+    return json.loads(done.stdout), done.stderr
+
+
+def test_import_xpgym_imports_no_heavy_framework(import_probe):
+    assert import_probe[0]["heavy"] == []
+
+
+def test_import_xpgym_installs_no_root_logging_handler(import_probe):
+    assert import_probe[0]["new_root_handlers"] == 0
+
+
+def test_import_xpgym_imports_no_env_module(import_probe):
+    assert import_probe[0]["env_modules"] == []
+
+
+def test_import_xpgym_prints_nothing():
+    done = subprocess.run(
+        [sys.executable, "-c", "import xpgym"], capture_output=True, text=True, check=True
+    )
+    assert (done.stdout, done.stderr) == ("", "")

@@ -1,0 +1,276 @@
+r"""GuessTheNumber: find a hidden integer from higher/lower feedback.
+
+Episode rules:
+
+* `reset()` draws the target uniformly from ``min_number..max_number`` (both inclusive) with
+  `np_random`. The observation states the range, the turn limit and the action format.
+* Every `step()` is one turn, whatever the action holds. The guess is the integer inside the
+  **last** ``\boxed{...}`` of the action: optional spaces, an optional ``+``/``-`` sign and
+  ASCII digits, e.g. ``\boxed{12}``, ``\boxed{ -3 }``. Text around it is ignored.
+* The episode terminates on a correct guess. If the last allowed turn
+  (``turn == max_turns``) is not a correct guess, it is truncated (``terminated=False,
+  truncated=True``) and the observation reveals the target.
+
+Rewards, per turn:
+
+=====================================================  =======  ======================
+Action                                                 reward   ``info``
+=====================================================  =======  ======================
+correct guess                                          ``1.0``  ``correct=True``
+valid wrong guess (observation: higher or lower)       ``0.0``
+integer outside ``min_number..max_number``             ``-0.1`` ``invalid_action=True``
+no ``\boxed{}``, or its content is not an integer      ``-0.1`` ``invalid_action=True``
+=====================================================  =======  ======================
+
+There is no shaping: a wrong guess earns nothing, so an episode's return is ``1.0`` minus
+``0.1`` per invalid turn if the target is found, else ``-0.1`` per invalid turn. Reaching
+the turn limit costs nothing extra. (GEM adds ``1 - distance/range`` at the limit and sets
+both `terminated` and `truncated` there; this env does neither.)
+
+``info`` after every step: ``correct`` (bool), ``invalid_action`` (bool), ``parsed_action``
+(the stripped text inside the last ``\boxed{}``, or `None` when there is none) and ``turn``
+(turns taken, ``1..max_turns``).
+
+Difficulty presets (`DIFFICULTIES`): ``"easy"`` is 1..10 in 4 turns, ``"hard"`` 1..50 in 7
+turns; ``"random"`` draws easy or hard with equal probability at every reset. A binary
+search needs at most ``floor(log2(n)) + 1`` turns for ``n`` numbers, which fits every preset.
+"""
+
+from __future__ import annotations
+
+import numbers
+import re
+from typing import Any, ClassVar, NamedTuple
+
+from xpgym.core.env import Env
+
+__all__ = [
+    "CORRECT_REWARD",
+    "DIFFICULTIES",
+    "FORMAT_ERROR_REWARD",
+    "OUT_OF_RANGE_REWARD",
+    "WRONG_GUESS_REWARD",
+    "GuessTheNumberEnv",
+    "Settings",
+    "parse_guess",
+]
+
+CORRECT_REWARD = 1.0
+WRONG_GUESS_REWARD = 0.0
+OUT_OF_RANGE_REWARD = -0.1
+FORMAT_ERROR_REWARD = -0.1
+
+# The last \boxed{...} whose content has no braces; the content is checked separately.
+_BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+_MAX_DIGITS = 30  # longer integers are out of range anyway; int() refuses > 4300 digits
+
+
+class Settings(NamedTuple):
+    """One game size: targets in ``min_number..max_number``, at most `max_turns` guesses."""
+
+    min_number: int
+    max_number: int
+    max_turns: int
+
+
+DIFFICULTIES: dict[str, Settings] = {
+    "easy": Settings(min_number=1, max_number=10, max_turns=4),
+    "hard": Settings(min_number=1, max_number=50, max_turns=7),
+}
+"""Presets selected by `GuessTheNumberEnv(difficulty=...)`."""
+
+_DEFAULT = Settings(min_number=1, max_number=20, max_turns=7)
+
+
+def parse_guess(action: str) -> tuple[str | None, int | None]:
+    r"""Parse the guess in `action`.
+
+    Returns:
+        ``(boxed, guess)``: `boxed` is the stripped content of the last ``\boxed{...}`` (or
+        `None` if there is none); `guess` is its integer value, or `None` if the content is
+        not an optionally signed ASCII integer.
+    """
+    matches = _BOXED.findall(action)
+    if not matches:
+        return None, None
+    boxed = matches[-1].strip()
+    if not _INTEGER.fullmatch(boxed):
+        return boxed, None
+    sign = -1 if boxed[0] == "-" else 1
+    digits = boxed.lstrip("+-").lstrip("0") or "0"
+    if len(digits) > _MAX_DIGITS:  # still an integer, just far out of any range
+        return boxed, sign * 10**_MAX_DIGITS
+    return boxed, sign * int(digits)
+
+
+def _turns(n: int) -> str:
+    return "1 turn" if n == 1 else f"{n} turns"
+
+
+class GuessTheNumberEnv(Env[str]):
+    r"""Find a hidden integer from higher/lower feedback; the guess goes in ``\boxed{}``.
+
+    Args:
+        min_number: Smallest possible target.
+        max_number: Largest possible target (greater than `min_number`).
+        max_turns: Turns before the episode is truncated (at least 1).
+        difficulty: `None`, ``"easy"``, ``"hard"`` or ``"random"``. A preset from
+            `DIFFICULTIES` gives the defaults for the three numbers; numbers passed
+            explicitly replace the preset's (for ``"random"``, in both presets). Without a
+            difficulty the defaults are 1..20 in 7 turns.
+
+    Attributes:
+        min_number, max_number, max_turns: This episode's settings (for ``"random"``, the
+            preset drawn at the last reset; "easy" before the first).
+        episode_difficulty: This episode's preset name (`None` without a difficulty).
+        target: The hidden integer. turn: Turns taken in this episode.
+
+    Raises:
+        ValueError: unknown difficulty, ``min_number >= max_number`` or ``max_turns < 1``.
+        TypeError: a number is not an int.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {"multi_turn": True}
+
+    def __init__(
+        self,
+        min_number: int | None = None,
+        max_number: int | None = None,
+        max_turns: int | None = None,
+        difficulty: str | None = None,
+    ) -> None:
+        if difficulty is None:
+            presets = {None: _DEFAULT}
+        elif difficulty in DIFFICULTIES:
+            presets = {difficulty: DIFFICULTIES[difficulty]}
+        elif difficulty == "random":
+            presets = dict(DIFFICULTIES)
+        else:
+            raise ValueError(
+                f"difficulty must be None, 'random' or one of {sorted(DIFFICULTIES)}, "
+                f"got {difficulty!r}"
+            )
+        self.difficulty = difficulty
+        self._choices: list[tuple[str | None, Settings]] = [
+            (name, _validated(preset, min_number, max_number, max_turns))
+            for name, preset in presets.items()
+        ]
+        self._set_episode(0)
+        self.target = self.min_number
+        self.turn = 0
+
+    def _set_episode(self, choice: int) -> None:
+        self._choice = choice
+        self.episode_difficulty, settings = self._choices[choice]
+        self.min_number, self.max_number, self.max_turns = settings
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Draw a new target (and, for ``difficulty="random"``, first the preset).
+
+        Returns:
+            The instructions, and info ``{"difficulty", "min_number", "max_number",
+            "max_turns"}`` for this episode.
+        """
+        super().reset(seed=seed)
+        if len(self._choices) > 1:
+            self._set_episode(int(self.np_random.integers(len(self._choices))))
+        self.target = int(self.np_random.integers(self.min_number, self.max_number + 1))
+        self.turn = 0
+        lo, hi = self.min_number, self.max_number
+        obs = (
+            f"Guess the number: I picked an integer from {lo} to {hi} (inclusive). You have "
+            f"{_turns(self.max_turns)}. After each guess I tell you whether the number is "
+            f"higher or lower. Put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}; "
+            "only the last \\boxed{} in your reply counts."
+        )
+        info = {
+            "difficulty": self.episode_difficulty,
+            "min_number": lo,
+            "max_number": hi,
+            "max_turns": self.max_turns,
+        }
+        return obs, info
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Take one turn; see the module docstring for the rules and rewards."""
+        self.turn += 1
+        boxed, guess = parse_guess(action)
+        lo, hi = self.min_number, self.max_number
+        prefix = f"Turn {self.turn}/{self.max_turns}:"
+        correct = invalid = False
+        if guess is None:
+            invalid = True
+            reward = FORMAT_ERROR_REWARD
+            what = "no \\boxed{} found" if boxed is None else f"{boxed!r:.40} is not an integer"
+            feedback = (
+                f"{prefix} {what}; put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}."
+            )
+        elif not lo <= guess <= hi:
+            invalid = True
+            reward = OUT_OF_RANGE_REWARD
+            feedback = f"{prefix} {boxed:.40} is out of range; guess from {lo} to {hi}."
+        elif guess == self.target:
+            correct = True
+            reward = CORRECT_REWARD
+            feedback = f"{prefix} {guess} is correct! You found the number."
+        else:
+            reward = WRONG_GUESS_REWARD
+            direction = "higher" if self.target > guess else "lower"
+            feedback = f"{prefix} the number is {direction} than {guess}."
+        truncated = not correct and self.turn >= self.max_turns
+        if truncated:
+            feedback += f" No turns left; the number was {self.target}."
+        elif not correct:
+            feedback += f" {_turns(self.max_turns - self.turn)} left."
+        info = {
+            "correct": correct,
+            "invalid_action": invalid,
+            "parsed_action": boxed,
+            "turn": self.turn,
+        }
+        return feedback, reward, correct, truncated, info
+
+    def sample_random_action(self) -> str:
+        r"""``\boxed{k}`` with `k` uniform over this episode's range, drawn from `np_random`."""
+        return f"\\boxed{{{int(self.np_random.integers(self.min_number, self.max_number + 1))}}}"
+
+    def get_state(self) -> dict[str, Any]:
+        """Snapshot: target, turn, this episode's preset and the RNG state (a fresh dict)."""
+        return {
+            "choice": self._choice,
+            "target": self.target,
+            "turn": self.turn,
+            "rng": self.np_random.bit_generator.state,
+        }
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
+        self._set_episode(state["choice"])
+        self.target = state["target"]
+        self.turn = state["turn"]
+        self.np_random.bit_generator.state = state["rng"]
+
+
+def _validated(
+    preset: Settings, min_number: int | None, max_number: int | None, max_turns: int | None
+) -> Settings:
+    settings = Settings(
+        preset.min_number if min_number is None else min_number,
+        preset.max_number if max_number is None else max_number,
+        preset.max_turns if max_turns is None else max_turns,
+    )
+    for name, value in settings._asdict().items():
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise TypeError(f"GuessTheNumberEnv: {name} must be an int, got {value!r}")
+    settings = Settings(*map(int, settings))
+    if settings.min_number >= settings.max_number:
+        raise ValueError(
+            f"GuessTheNumberEnv: min_number ({settings.min_number}) must be less than "
+            f"max_number ({settings.max_number})"
+        )
+    if settings.max_turns < 1:
+        raise ValueError(f"GuessTheNumberEnv: max_turns must be >= 1, got {settings.max_turns}")
+    return settings
