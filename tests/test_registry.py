@@ -450,3 +450,15 @@ def test_import_xpgym_prints_nothing():
         [sys.executable, "-c", "import xpgym"], capture_output=True, text=True, check=True
     )
     assert (done.stdout, done.stderr) == ("", "")
+
+
+def test_make_builds_a_registered_multi_agent_env():
+    from xpgym.core.checker import check_multiagent_env
+    from xpgym.core.multiagent import MultiAgentEnv
+
+    register("test:CountGame-v0", "toy_multiagent:CountGame", num_agents=2)
+    env = make("test:CountGame-v0")
+    assert isinstance(env, MultiAgentEnv)
+    assert env.spec.id == "test:CountGame-v0"
+    assert env.possible_agents == ["p0", "p1"]
+    check_multiagent_env(env)

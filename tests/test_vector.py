@@ -429,3 +429,26 @@ def test_thread_backend_overlaps_blocking_steps():
         start = time.monotonic()
         vec.step(["sleep:0.5"] * 8)
         assert time.monotonic() - start < 2.0
+
+
+def horizon_toy() -> Wrapper:
+    from xpgym.core.wrappers import EpisodeStatistics, HorizonSchedule, PiecewiseTurnSchedule
+
+    schedule = PiecewiseTurnSchedule(caps=(1, 3), boundaries=(100,))
+    return EpisodeStatistics(HorizonSchedule(ToyEnv(episode_length=10), schedule))
+
+
+def test_trainer_grows_the_horizon_through_the_vector_env(backend):
+    with backend([horizon_toy] * 2) as vec:
+        vec.reset(seed=0)
+        _, _, _, trunc, infos = vec.step(["x", "x"])
+        assert list(trunc) == [True, True]  # cap 1 at training step 0
+        vec.call("set_training_step", 100)  # reaches the inner wrapper through delegation
+        assert vec.get_attr("current_max_turns") == (1, 1)  # takes effect at the next reset
+        vec.reset()
+        for _ in range(2):
+            _, _, _, trunc, _ = vec.step(["x", "x"])
+            assert not trunc.any()
+        _, _, _, trunc, infos = vec.step(["x", "x"])
+        assert list(trunc) == [True, True]
+        assert infos[0]["episode"]["length"] == 3

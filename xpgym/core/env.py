@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Env",
+    "EnvCore",
     "EpisodeFinishedError",
     "ResetNeededError",
     "StepResult",
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 ObsType = TypeVar("ObsType")
+_EnvT = TypeVar("_EnvT", bound="EnvCore")
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 """`(observation, reward, terminated, truncated, info)` as returned by `Env.step`."""
 
@@ -70,7 +72,7 @@ def make_np_random(seed: int | None = None) -> tuple[np.random.Generator, int]:
     return np.random.Generator(np.random.PCG64(seed)), seed
 
 
-def _describe(env: Env) -> str:
+def _describe(env: EnvCore) -> str:
     spec = getattr(env, "spec", None)
     name = type(env).__name__
     return f"{name}({spec.id!r})" if spec is not None else name
@@ -131,7 +133,68 @@ def _enforce_set_state(set_state: Callable[..., None]) -> Callable[..., None]:
 _ENFORCERS = {"step": _enforce_step, "reset": _enforce_reset, "set_state": _enforce_set_state}
 
 
-class Env(Generic[ObsType]):
+class EnvCore:
+    """What every environment shares, single- or multi-agent.
+
+    A per-instance random generator (`np_random`, seeded by ``reset(seed=...)``), the
+    `metadata` and `spec` attributes, an idempotent `close()`, and context-manager support.
+    `Env` (one agent, ``step(str)``) and `xpgym.core.multiagent.MultiAgentEnv` (dicts keyed
+    by agent id) build on it.
+
+    Attributes:
+        metadata: Free-form facts about the env (class attribute).
+        spec: The `EnvSpec` the env was made from by `xpgym.make`, else `None`.
+    """
+
+    metadata: ClassVar[dict[str, Any]] = {}
+    spec: EnvSpec | None = None
+
+    _np_random: np.random.Generator | None = None
+    _np_random_seed: int | None = None
+
+    def _reseed(self, seed: int | None) -> None:
+        """Reseed `np_random` from `seed`; `None` keeps the current stream."""
+        if seed is not None:
+            self._np_random, self._np_random_seed = make_np_random(seed)
+
+    @property
+    def np_random(self) -> np.random.Generator:
+        """The env's own random generator; seeded from OS entropy if `reset` got no seed."""
+        if self._np_random is None:
+            self._np_random, self._np_random_seed = make_np_random()
+        return self._np_random
+
+    @np_random.setter
+    def np_random(self, value: np.random.Generator) -> None:
+        self._np_random = value
+        self._np_random_seed = -1
+
+    @property
+    def np_random_seed(self) -> int | None:
+        """The seed `np_random` was made from; `-1` if a generator was assigned directly."""
+        return self._np_random_seed
+
+    def close(self) -> None:
+        """Release resources (processes, files, connections). Safe to call more than once."""
+
+    def __enter__(self: _EnvT) -> _EnvT:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __str__(self) -> str:
+        return f"<{_describe(self)}>"
+
+    __repr__ = __str__
+
+
+class Env(EnvCore, Generic[ObsType]):
     """A text environment.
 
     Subclasses implement `reset`, `step`, `sample_random_action`, `get_state` and
@@ -139,21 +202,12 @@ class Env(Generic[ObsType]):
     ``super().reset(seed=seed)`` first so that `np_random` is reseeded when a seed is given.
 
     Class attributes:
-        metadata: Free-form facts about the env (e.g. ``{"multi_turn": True}``).
         allows_step_after_done: If `True`, `step()` after the end of an episode is allowed
             and the env documents what it does. Default `False`: it raises
             `EpisodeFinishedError`.
-
-    Instance attributes:
-        spec: The `EnvSpec` the env was made from by `xpgym.make`, else `None`.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {}
     allows_step_after_done: ClassVar[bool] = False
-    spec: EnvSpec | None = None
-
-    _np_random: np.random.Generator | None = None
-    _np_random_seed: int | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap the subclass's own `step`, `reset` and `set_state` with the lifecycle checks.
@@ -180,8 +234,7 @@ class Env(Generic[ObsType]):
         Returns:
             `(observation, info)`: the first observation (a `str` for text envs) and a dict.
         """
-        if seed is not None:
-            self._np_random, self._np_random_seed = make_np_random(seed)
+        self._reseed(seed)
         return None, {}  # type: ignore[return-value]
 
     def step(self, action: str) -> tuple[ObsType, float, bool, bool, dict[str, Any]]:
@@ -227,46 +280,10 @@ class Env(Generic[ObsType]):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement set_state()")
 
-    def close(self) -> None:
-        """Release resources (processes, files, connections). Safe to call more than once."""
-
-    @property
-    def np_random(self) -> np.random.Generator:
-        """The env's own random generator; seeded from OS entropy if `reset` got no seed."""
-        if self._np_random is None:
-            self._np_random, self._np_random_seed = make_np_random()
-        return self._np_random
-
-    @np_random.setter
-    def np_random(self, value: np.random.Generator) -> None:
-        self._np_random = value
-        self._np_random_seed = -1
-
-    @property
-    def np_random_seed(self) -> int | None:
-        """The seed `np_random` was made from; `-1` if a generator was assigned directly."""
-        return self._np_random_seed
-
     @property
     def unwrapped(self) -> Env:
         """The innermost env, below every wrapper."""
         return self
-
-    def __enter__(self) -> Env[ObsType]:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __str__(self) -> str:
-        return f"<{_describe(self)}>"
-
-    __repr__ = __str__
 
 
 class Wrapper(Env[ObsType]):

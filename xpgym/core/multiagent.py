@@ -26,16 +26,14 @@ from __future__ import annotations
 import copy
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from xpgym.core.env import EpisodeFinishedError, ResetNeededError, make_np_random
+from xpgym.core.env import EnvCore, EpisodeFinishedError, ResetNeededError
 
 if TYPE_CHECKING:
-    from types import TracebackType
-
-    from xpgym.core.registry import EnvSpec
+    pass
 
 __all__ = ["AgentID", "AgentSelector", "MultiAgentEnv"]
 
@@ -158,7 +156,7 @@ class AgentSelector:
         )
 
 
-class MultiAgentEnv:
+class MultiAgentEnv(EnvCore):
     """A text environment with several agents; dicts keyed by agent id in and out.
 
     Not a subclass of `xpgym.core.env.Env` (its `step` takes a dict) but it keeps the same
@@ -189,12 +187,6 @@ class MultiAgentEnv:
         spec: The `EnvSpec` the env was made from by `xpgym.make`, else `None`.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {}
-    spec: EnvSpec | None = None
-
-    _np_random: np.random.Generator | None = None
-    _np_random_seed: int | None = None
-
     def __init__(self, possible_agents: Sequence[AgentID], *, mode: Mode = "sequential") -> None:
         agents = list(possible_agents)
         if not agents or not all(isinstance(a, str) for a in agents):
@@ -217,15 +209,14 @@ class MultiAgentEnv:
         """Start a new episode with every agent in `possible_agents` live.
 
         Args:
-            seed: If given, reseeds `np_random` (via `make_np_random`) so the episode is a
+            seed: If given, reseeds `np_random` so the episode is a
                 function of the seed and `options` alone. If `None`, the stream continues.
             options: Env-specific reset options, passed to `_reset`.
 
         Returns:
             `(observations, infos)`, each keyed by every live agent.
         """
-        if seed is not None:
-            self._np_random, self._np_random_seed = make_np_random(seed)
+        self._reseed(seed)
         self.agents = list(self.possible_agents)
         self.agent_selector.reinit(self.agents)
         self.agent_selector.reset()
@@ -323,46 +314,9 @@ class MultiAgentEnv:
         self._needs_reset = state["needs_reset"]
         self._set_state(copy.deepcopy(state["env"]))
 
-    def close(self) -> None:
-        """Release resources. Safe to call more than once."""
-
-    @property
-    def np_random(self) -> np.random.Generator:
-        """The env's own random generator; seeded from OS entropy if `reset` got no seed."""
-        if self._np_random is None:
-            self._np_random, self._np_random_seed = make_np_random()
-        return self._np_random
-
-    @np_random.setter
-    def np_random(self, value: np.random.Generator) -> None:
-        self._np_random = value
-        self._np_random_seed = -1
-
-    @property
-    def np_random_seed(self) -> int | None:
-        """The seed `np_random` was made from; `-1` if a generator was assigned directly."""
-        return self._np_random_seed
-
     @property
     def unwrapped(self) -> MultiAgentEnv:
         return self
-
-    def __enter__(self) -> MultiAgentEnv:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __str__(self) -> str:
-        name = type(self).__name__
-        return f"<{name}({self.spec.id!r})>" if self.spec is not None else f"<{name}>"
-
-    __repr__ = __str__
 
     # ------------------------------------------------------------------ hooks
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from xpgym.core.env import Env
+from xpgym.core.env import Env, EnvCore
 
 if TYPE_CHECKING:
     from xpgym.core.multiagent import MultiAgentEnv
@@ -261,14 +261,11 @@ def make_from_spec(env_spec: EnvSpec, **kwargs: Any) -> Env | MultiAgentEnv:
     merged = {**env_spec.kwargs, **kwargs}
     _check_kwargs(env_spec, factory, merged)
     env = factory(**merged)
-    if not isinstance(env, Env):
-        from xpgym.core.multiagent import MultiAgentEnv  # only on this path: keep import cheap
-
-        if not isinstance(env, MultiAgentEnv):
-            raise TypeError(
-                f"entry point {env_spec.entry_point_name()} of {env_spec.id!r} returned "
-                f"{type(env).__name__}, not an xpgym Env or MultiAgentEnv"
-            )
+    if not isinstance(env, EnvCore):
+        raise TypeError(
+            f"entry point {env_spec.entry_point_name()} of {env_spec.id!r} returned "
+            f"{type(env).__name__}, not an xpgym Env or MultiAgentEnv"
+        )
     if kwargs:
         env_spec = EnvSpec(env_spec.id, env_spec.entry_point, merged, env_spec.description)
     env.spec = env_spec
