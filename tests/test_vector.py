@@ -452,3 +452,12 @@ def test_trainer_grows_the_horizon_through_the_vector_env(backend):
         _, _, _, trunc, infos = vec.step(["x", "x"])
         assert list(trunc) == [True, True]
         assert infos[0]["episode"]["length"] == 3
+
+
+def test_thread_backend_hands_the_rest_of_a_batch_to_helpers_once_a_step_blocks():
+    """A fresh pool runs steps inline; the first blocking one moves the rest to helpers."""
+    with AsyncVectorEnv(toy_fns(8, episode_length=10)) as vec:
+        vec.reset(seed=0)
+        start = time.monotonic()
+        vec.step(["sleep:0.5"] * 8)  # ~1 s: the first sleep inline, the other 7 overlapped
+        assert time.monotonic() - start < 2.5

@@ -17,6 +17,7 @@ may hang: a process can be killed.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import threading
@@ -106,6 +107,10 @@ class _Batch:
         return len(self.finished) == self.n
 
 
+def _offset_call(fn: Callable[[int], Any], offset: int, index: int) -> Any:
+    return fn(offset + index)
+
+
 class _WorkSharingPool:
     """Helper threads that share a batch's tasks with the caller (see module docstring)."""
 
@@ -144,14 +149,13 @@ class _WorkSharingPool:
                 return
 
     def _drain(self, batch: _Batch, *, wake_helpers: bool) -> None:
+        """Claim and run tasks until none is left. Helpers (`wake_helpers`) wake one more
+        helper per task they claim; the caller records whether any of its tasks blocked,
+        which keeps the pool on the shared path for the next batch."""
         if batch.watched:
             self._drain_watched(batch, wake_helpers=wake_helpers)
             return
-        # The hot path for cheap steps, written out: claim, run, store, count. Helpers wake
-        # one another; the caller wakes the first one only once a task of its own has
-        # blocked for `blocking_threshold` seconds (or from the start, see `run`).
         fn, n, results, finished = batch.fn, batch.n, batch.results, batch.finished
-        caller_woke = wake_helpers
         clock, threshold = time.perf_counter, self.blocking_threshold
         last = clock()
         for index in batch.claims:
@@ -167,11 +171,10 @@ class _WorkSharingPool:
             except BaseException as exc:  # reported to the caller, never lost in a thread
                 results[index] = _Failed(exc)
             finished.append(None)
-            now, last = last, clock()
-            if not caller_woke and last - now > threshold:
-                caller_woke = self._helpers_needed = True
-                with self._cond:
-                    self._cond.notify()
+            now = clock()
+            if not wake_helpers and now - last > threshold:
+                self._helpers_needed = True
+            last = now
         if len(finished) == n:
             batch.done.set()
 
@@ -192,13 +195,37 @@ class _WorkSharingPool:
     def run(self, fn: Callable[[int], Any], n: int, timeout: float | None) -> list[Any]:
         """Run ``fn(i)`` for ``i in range(n)``; return the results in order: a `_Failed` for
         a call that raised, `_TIMED_OUT` for one still running `timeout` s after it began."""
+        if timeout is None and not self._helpers_needed:
+            return self._run_inline(fn, n)
+        return self._run_shared(fn, n, timeout)
+
+    def _run_inline(self, fn: Callable[[int], Any], n: int) -> list[Any]:
+        """Fast path while tasks do not block: a plain loop in the caller, as in a sync
+        vector env. The first task that blocks hands the remaining ones to the helpers."""
+        results: list[Any] = [None] * n
+        clock, threshold = time.perf_counter, self.blocking_threshold
+        last = clock()
+        for index in range(n):
+            try:
+                results[index] = fn(index)
+            except BaseException as exc:  # reported to the caller, like any failure
+                results[index] = _Failed(exc)
+            now = clock()
+            if now - last > threshold and index + 1 < n:
+                self._helpers_needed = True
+                start = index + 1
+                rest = functools.partial(_offset_call, fn, start)
+                results[start:] = self._run_shared(rest, n - start, None)
+                break
+            last = now
+        return results
+
+    def _run_shared(self, fn: Callable[[int], Any], n: int, timeout: float | None) -> list[Any]:
         batch = _Batch(fn, n, watched=timeout is not None)
-        wake_now = n if timeout is not None else int(self._helpers_needed)
         self._helpers_needed = False  # set again by `_drain` if a task blocks this time
         with self._cond:
             self._batch = batch
-            if wake_now:
-                self._cond.notify(wake_now)
+            self._cond.notify(n if timeout is not None else 1)
         if timeout is None:
             self._drain(batch, wake_helpers=False)
             if not batch.all_finished():
