@@ -5,11 +5,11 @@
 * `limits`: when an episode is cut short: `MaxTurns`, and `HorizonSchedule` (the
   ScalingInter-RL turn curriculum) with `PiecewiseTurnSchedule` / `LinearTurnSchedule`.
 * `statistics`: what is measured: `EpisodeStatistics` (``info["episode"]``).
-* `tools` (added by the tools work, not here yet): ``ToolEnvWrapper`` in
-  ``xpgym/core/wrappers/tools.py``. A tool turn marks ``info["tool_calls"]`` (a count or a
-  list of calls) and puts the call text in ``info["parsed_action"]``, so the wrappers above
-  label its output with the ``"tool"`` chat role, record the call instead of the raw text,
-  and count the calls in ``info["episode"]["tool_calls"]``.
+* `tools`: ``ToolEnvWrapper`` adds `xpgym.core.tools` tools to any env. A tool turn marks
+  ``info["tool_calls"]`` (a count or a list of calls) and puts the call text in
+  ``info["parsed_action"]``, so the wrappers above label its output with the ``"tool"``
+  chat role, record the call instead of the raw text, and count the calls in
+  ``info["episode"]["tool_calls"]``.
 
 Usual order, innermost first: tools, limits, observation, statistics, e.g.
 ``EpisodeStatistics(ChatTemplate(MaxTurns(ToolEnvWrapper(env, ...), 10), tokenizer))``.
@@ -33,6 +33,7 @@ from xpgym.core.wrappers.observation import (
     ObservationHistory,
 )
 from xpgym.core.wrappers.statistics import EpisodeStatistics, count_tool_calls
+from xpgym.core.wrappers.tools import ToolEnvWrapper
 
 __all__ = [
     "ChatMessages",
@@ -47,5 +48,6 @@ __all__ = [
     "ObservationActionHistory",
     "ObservationHistory",
     "PiecewiseTurnSchedule",
+    "ToolEnvWrapper",
     "count_tool_calls",
 ]

@@ -1,0 +1,65 @@
+"""Tools: the `Tool` contract, the shared call parsers, and tool variants of registered envs.
+
+* `base`: `Tool`, `ToolCall`, `ToolResult` (the contract every tool implements).
+* `calls`: parsers for the two call formats (tag style ``<python>...</python>`` and JSON
+  ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``), argument validation and
+  instruction text; `parse_call` is a ready-made `Tool.parse`.
+* `variants`: `register_tool_variant`, the ``<base id>-<toolset>`` id convention.
+* The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`.
+
+Importing this package imports no tool implementation; names listed in `_LAZY` load their
+module on first use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from xpgym.core.tools.base import Tool, ToolCall, ToolResult
+from xpgym.core.tools.calls import (
+    FunctionCall,
+    TagMatch,
+    find_fenced_block,
+    find_function_calls,
+    find_tag,
+    format_function_instructions,
+    format_tool_instructions,
+    function_schema,
+    parse_call,
+    validate_arguments,
+)
+
+__all__ = [
+    "FunctionCall",
+    "TagMatch",
+    "Tool",
+    "ToolCall",
+    "ToolResult",
+    "find_fenced_block",
+    "find_function_calls",
+    "find_tag",
+    "format_function_instructions",
+    "format_tool_instructions",
+    "function_schema",
+    "parse_call",
+    "register_tool_variant",
+    "tool_variant_id",
+    "validate_arguments",
+]
+
+# Name -> module, imported on first attribute access (tool implementations add theirs here).
+_LAZY: dict[str, str] = {
+    "register_tool_variant": "xpgym.core.tools.variants",
+    "tool_variant_id": "xpgym.core.tools.variants",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'xpgym.core.tools' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
