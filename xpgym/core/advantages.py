@@ -1,0 +1,807 @@
+"""Reference RL math: REINFORCE returns, ReBN, GRPO, Dr.GRPO, RLOO, turn-level GAE.
+
+Every trainer adapter is checked against these functions by the parity suite, so each one
+states its formula, its std convention (population or unbiased) and where its eps goes.
+Everything is float64 numpy; the functions are pure.
+
+Layouts
+-------
+- Turn level: ``rewards: [B, T]`` float and ``mask: [B, T]`` bool, True where turn ``t``
+  of episode ``b`` exists. Padding is on the right: each row's True entries are a prefix.
+  Values at padding are ignored on input and are 0 on output. `turn_rewards` builds both
+  from `Episode`s.
+- Episode level: ``scores: [N]`` (one number per episode, e.g. `episode_scores`) and
+  ``group_ids: [N]``: episodes that started from the same state share an id (GRPO groups).
+- Token level: `broadcast_to_tokens` copies per-turn (or per-episode) values onto token
+  positions given each token's turn index (-1 for tokens the policy did not write).
+
+Normalisation options (`whiten`, `rebn`, `grpo`)
+------------------------------------------------
+With ``mu`` the mean and ``var`` the variance of the statistics' population:
+
+- ``std="population"``: ``var = sum(w * (x - mu)**2) / sum(w)``;
+  ``std="unbiased"``: ``var = sum(w * (x - mu)**2) / (sum(w) - 1)`` (Bessel's correction
+  with frequency weights: with ``weights`` = token counts this is the variance over tokens,
+  exactly what ``masked_var`` computes on advantages broadcast over tokens).
+- ``eps_placement="std"``: ``(x - mu) / (sqrt(var) + eps)``;
+  ``"var"``: ``(x - mu) / sqrt(var + eps)``; ``"clamp"``: ``(x - mu) / sqrt(max(var, eps))``.
+- ``zero_std="eps"``: no special case, the formula above is applied (a constant population
+  gives 0 because its deviations are exactly 0); ``"zero"``: the output is 0 wherever the
+  population is constant or ``sqrt(var) <= zero_std_tol``.
+
+A population whose values are all equal has deviations exactly 0 here (the mean of equal
+float64 values can differ from them by one ulp; that error is not propagated), so a
+constant population always normalises to exactly 0. Trainers computing in float32 can
+return small non-zero values there (e.g. ``1e-9 / 1e-6``) for scores that are not exact
+binary fractions.
+
+Which options reproduce which trainer
+-------------------------------------
+``r, m``: turn rewards and mask; ``s, g``: episode scores and group ids; ``n_tok``: each
+turn's token count ``[B, T]``. The trainer side is in research/trainer-schemas.md.
+
+- Oat / GEM ``train_oat.py --norm_return`` (ReBN):
+  ``rebn(discounted_returns(r, m, gamma), m)`` (population std, eps 1e-9 added to it).
+- GEM's verl example (``ReinforceGEMTrainer``): ``rebn(..., std="unbiased")`` (eps 1e-9).
+- ROLL ``step_reinforce`` with ``reward_normalization {grouping: batch, method: mean_std}``:
+  ``rebn(discounted_returns(r, m, step_reward_gamma), m, std="unbiased", eps=1e-6,
+  zero_std="zero", zero_std_tol=1e-6)``.
+- ROLL ``mean_std`` grouped by ``traj_group_id``:
+  ``grpo(s, g, eps=1e-6, zero_std="zero", zero_std_tol=1e-6, single_member="zero")``.
+- Oat ``PPOMultiTurnLearner`` (turn-level critic): ``turn_gae(r, v, m, gamma=, lam=)`` with
+  ``terminated=None`` (Oat treats every episode end as terminal).
+- verl ``grpo``: ``grpo(s, uid, single_member="keep")``; with
+  ``norm_adv_by_std_in_grpo=False``: ``dr_grpo(s, uid, single_member="keep")``.
+- verl ``rloo``: ``rloo(s, uid, single_member="keep")``.
+- verl ``masked_whiten`` (the last step of ``gae``, ``reinforce_plus_plus`` and
+  ``reinforce_plus_plus_baseline``), at turn level: ``whiten(x, m, weights=n_tok)``
+  (defaults: unbiased, ``(x - mu) / sqrt(var + 1e-8)``).
+- OpenRLHF ``group_norm``: ``grpo(s, g, eps=1e-9)``; ``dr_grpo`` and the group-mean shaping
+  of ``reinforce_baseline``: ``dr_grpo(s, g)``; ``rloo``: ``rloo(s, g)``.
+- OpenRLHF global normalisation (``gae``, ``reinforce``, ``reinforce_baseline``), at turn
+  level: ``whiten(x, m, weights=n_tok, std="population", eps=1e-8, eps_placement="clamp")``.
+- RL2 ``reinforce`` with ``norm_var``: groups of ``n > 1``: ``grpo(s, g, eps=EPS32)``;
+  ``n == 1`` or ``global_norm``: ``grpo(s, np.zeros(N), eps=EPS32)`` (one group).
+- Oat ``critic_type="grpo"`` / ``"drgrpo"``: ``grpo(s, g, eps=1e-8)`` / ``dr_grpo(s, g)``.
+
+``EPS32 = float(np.finfo(np.float32).eps)`` (RL2 uses ``torch.finfo(dtype).eps`` of its
+float32 rewards). Single-member groups: OpenRLHF and Oat compute torch's unbiased std of
+one element (NaN), so they have no finite reference; ``single_member="error"`` flags them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+if TYPE_CHECKING:
+    from xpgym.core.trajectory import Episode
+
+__all__ = [
+    "broadcast_to_tokens",
+    "discounted_returns",
+    "dr_grpo",
+    "episode_scores",
+    "episode_terminated",
+    "grpo",
+    "rebn",
+    "rloo",
+    "turn_gae",
+    "turn_rewards",
+    "whiten",
+]
+
+StdKind = Literal["population", "unbiased"]
+EpsPlacement = Literal["std", "var", "clamp"]
+ZeroStd = Literal["eps", "zero"]
+SingleMember = Literal["zero", "keep", "error"]
+
+_STD_KINDS = ("population", "unbiased")
+_EPS_PLACEMENTS = ("std", "var", "clamp")
+_ZERO_STD = ("eps", "zero")
+_SINGLE_MEMBER = ("zero", "keep", "error")
+
+
+# --------------------------------------------------------------------------------------------
+# Building the turn layout
+
+
+def turn_rewards(episodes: Sequence[Episode]) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """Per-turn rewards of `episodes`, right-padded to the longest episode.
+
+    Returns:
+        ``(rewards, mask)``: ``rewards: [B, T]`` float64 with ``rewards[b, t]`` the reward of
+        turn ``t`` of ``episodes[b]`` and 0 at padding; ``mask: [B, T]`` bool, True on real
+        turns (a prefix of each row). ``T`` is the longest episode's turn count (0 when every
+        episode is empty).
+    """
+    lengths = np.fromiter((len(ep.turns) for ep in episodes), dtype=np.int64, count=len(episodes))
+    horizon = int(lengths.max()) if lengths.size else 0
+    mask = np.arange(horizon) < lengths[:, None]
+    flat = np.fromiter(
+        (turn.reward for ep in episodes for turn in ep.turns),
+        dtype=np.float64,
+        count=int(lengths.sum()),
+    )
+    rewards = np.zeros((len(episodes), horizon), dtype=np.float64)
+    rewards[mask] = flat  # row-major order of the mask is episode order, then turn order
+    return rewards, mask
+
+
+def episode_terminated(episodes: Sequence[Episode]) -> NDArray[np.bool_]:
+    """``[B]`` bool: whether each episode's last turn has ``terminated`` set.
+
+    False for truncated, still-running and empty episodes: the ones `turn_gae` bootstraps
+    from a value after their last turn.
+    """
+    return np.fromiter(
+        (bool(ep.turns) and bool(ep.turns[-1].terminated) for ep in episodes),
+        dtype=bool,
+        count=len(episodes),
+    )
+
+
+def episode_scores(rewards: ArrayLike, mask: ArrayLike) -> NDArray[np.float64]:
+    """Undiscounted return of each episode: ``score[b] = sum_t mask[b, t] * rewards[b, t]``.
+
+    Args:
+        rewards: ``[B, T]`` per-turn rewards (finite on valid turns).
+        mask: ``[B, T]`` bool, True on real turns, a prefix of each row.
+
+    Returns:
+        ``[B]`` float64 (0 for an episode with no turns). Equals `Episode.total_reward`.
+    """
+    r, _ = _turn_inputs(rewards, mask, name="rewards")
+    return r.sum(axis=1)
+
+
+# --------------------------------------------------------------------------------------------
+# REINFORCE returns and ReBN
+
+
+def discounted_returns(rewards: ArrayLike, mask: ArrayLike, gamma: float) -> NDArray[np.float64]:
+    """REINFORCE returns over turns: ``G_t = r_t + gamma * G_{t+1}``, ``G_T = 0``.
+
+    ``G_t = sum_{k >= t} gamma**(k - t) * r_k`` over the episode's own turns; the discount
+    is per turn, not per token. No bootstrap: a truncated episode's return is the sum of the
+    rewards it received (this is what GEM/Oat and ROLL ``step_reinforce`` use).
+
+    Args:
+        rewards: ``[B, T]`` dense per-turn rewards (finite on valid turns).
+        mask: ``[B, T]`` bool, True on real turns, a prefix of each row.
+        gamma: Discount, ``0 <= gamma <= 1`` (0: ``G_t = r_t``; 1: reward-to-go).
+
+    Returns:
+        ``[B, T]`` float64 returns, 0 where ``mask`` is False.
+    """
+    _check_unit_interval("gamma", gamma)
+    r, _ = _turn_inputs(rewards, mask, name="rewards")
+    out = np.zeros_like(r)
+    running = np.zeros(r.shape[0])
+    # A loop over turns, vectorised over episodes. Padding is at the right and r is 0 there,
+    # so `running` is still exactly 0 when an episode's last real turn is reached.
+    for t in range(r.shape[1] - 1, -1, -1):
+        running = r[:, t] + gamma * running
+        out[:, t] = running
+    return out
+
+
+def whiten(
+    values: ArrayLike,
+    mask: ArrayLike | None = None,
+    *,
+    weights: ArrayLike | None = None,
+    std: StdKind = "unbiased",
+    eps: float = 1e-8,
+    eps_placement: EpsPlacement = "var",
+    zero_std: ZeroStd = "eps",
+    zero_std_tol: float = 0.0,
+) -> NDArray[np.float64]:
+    """Normalise `values` to mean 0 and unit std over the entries where `mask` is True.
+
+    ``out = (x - mu) / D`` with ``mu = sum(w * x) / sum(w)`` and ``D`` as set by `std` and
+    `eps_placement` (module docstring), both statistics taken over the masked entries only;
+    0 where `mask` is False. The defaults are verl's, ROLL's and Oat's ``masked_whiten``:
+    unbiased variance, ``(x - mu) / sqrt(var + 1e-8)``. With ``weights`` = token counts,
+    ``whiten(x, m, weights=n)`` equals whitening ``x`` repeated ``n`` times, i.e. the
+    token-weighted statistics of a trainer that broadcasts ``x`` over each turn's tokens.
+
+    Args:
+        values: Any shape ``S`` (finite where `mask` is True).
+        mask: Shape ``S`` bool, or None for all entries. No prefix requirement here.
+        weights: Shape ``S`` frequency weights (finite, >= 0 where `mask` is True), or None
+            for 1 each. ``std="unbiased"`` needs ``sum(w) > 1`` unless all values are equal.
+        std: ``"unbiased"`` (Bessel) or ``"population"``.
+        eps: ``>= 0``, placed as `eps_placement` says.
+        eps_placement: ``"var"``, ``"std"`` or ``"clamp"`` (module docstring).
+        zero_std: ``"eps"`` or ``"zero"`` (module docstring).
+        zero_std_tol: Std at or below which ``zero_std="zero"`` outputs 0.
+
+    Returns:
+        Shape ``S`` float64.
+
+    Raises:
+        ValueError: no masked entry, mismatched shapes, non-finite inputs, bad options.
+    """
+    x = _as_float_array("values", values)
+    valid = np.ones(x.shape, dtype=bool) if mask is None else _as_bool_array("mask", mask)
+    _check_same_shape(("values", x), ("mask", valid))
+    w = None
+    if weights is not None:
+        w = _as_float_array("weights", weights)
+        _check_same_shape(("values", x), ("weights", w))
+    _check_finite("values", x, valid)
+    if not valid.any():
+        raise ValueError("whiten needs at least one entry where mask is True; got none")
+    sel = x[valid]
+    w_sel = None if w is None else _check_weights(w, valid)
+    out = np.zeros_like(x)
+    out[valid] = _standardize(
+        sel,
+        np.zeros(sel.size, dtype=np.intp),
+        1,
+        w_sel,
+        std=std,
+        eps=eps,
+        eps_placement=eps_placement,
+        zero_std=zero_std,
+        zero_std_tol=zero_std_tol,
+        what="the masked entries",
+    )
+    return out
+
+
+def rebn(
+    returns: ArrayLike,
+    mask: ArrayLike,
+    *,
+    std: StdKind = "population",
+    eps: float = 1e-9,
+    eps_placement: EpsPlacement = "std",
+    weights: ArrayLike | None = None,
+    zero_std: ZeroStd = "eps",
+    zero_std_tol: float = 0.0,
+) -> NDArray[np.float64]:
+    """Return Batch Normalization (GEM paper, Algorithm 1): one statistic over every turn.
+
+    ``A[b, t] = (G[b, t] - mean(G)) / (std(G) + eps)`` where ``mean`` and ``std`` run over
+    all valid turns of all episodes in the batch (not per episode, not per group). The
+    defaults are GEM's Oat recipe: population std, ``eps = 1e-9`` added to the std. For the
+    other trainers' conventions see the module docstring; ``weights = n_tok`` (each turn's
+    token count) gives the token-weighted statistics of trainers that normalise after
+    broadcasting the return over the turn's tokens. A batch with one valid turn (or all
+    returns equal) gives 0.
+
+    Args:
+        returns: ``[B, T]`` per-turn returns, e.g. `discounted_returns` (finite on valid turns).
+        mask: ``[B, T]`` bool, True on real turns, a prefix of each row.
+        std: ``"population"`` (GEM/Oat) or ``"unbiased"`` (verl example, ROLL).
+        eps: ``>= 0``; 1e-9 (GEM/Oat), 1e-6 (ROLL).
+        eps_placement: ``"std"`` (GEM/Oat, ROLL), ``"var"`` or ``"clamp"``.
+        weights: ``[B, T]`` per-turn weights (token counts), or None for 1 per turn.
+        zero_std: ``"eps"`` (GEM/Oat) or ``"zero"`` (ROLL, with ``zero_std_tol=1e-6``).
+        zero_std_tol: Std at or below which ``zero_std="zero"`` outputs 0.
+
+    Returns:
+        ``[B, T]`` float64 advantages, 0 where ``mask`` is False.
+    """
+    g, valid = _turn_inputs(returns, mask, name="returns")
+    if weights is not None:
+        _check_same_shape(("returns", g), ("weights", weights))
+    if not valid.any():
+        raise ValueError("rebn needs at least one valid turn; mask is all False")
+    return whiten(
+        g,
+        valid,
+        weights=weights,
+        std=std,
+        eps=eps,
+        eps_placement=eps_placement,
+        zero_std=zero_std,
+        zero_std_tol=zero_std_tol,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Group baselines: GRPO, Dr.GRPO, RLOO
+
+
+def grpo(
+    scores: ArrayLike,
+    group_ids: ArrayLike | Sequence[Hashable],
+    *,
+    std: StdKind = "unbiased",
+    eps: float = 1e-6,
+    eps_placement: EpsPlacement = "std",
+    zero_std: ZeroStd = "eps",
+    zero_std_tol: float = 0.0,
+    single_member: SingleMember = "zero",
+) -> NDArray[np.float64]:
+    """GRPO: each score normalised within its group of episodes from the same start state.
+
+    ``A_i = (s_i - mean_g) / (std_g + eps)`` with ``mean_g`` and ``std_g`` over the scores
+    of episode ``i``'s group ``g`` (all members weigh the same). The defaults are verl's:
+    unbiased std, ``eps = 1e-6`` added to the std. Other conventions: module docstring.
+
+    Groups of one member (their std is undefined for ``std="unbiased"``):
+    ``single_member="zero"``: ``A = 0`` (no baseline information; also ROLL);
+    ``"keep"``: mean taken as 0 and variance as 1, so ``A = s / (1 + eps)`` with
+    ``eps_placement="std"`` (verl); ``"error"``: raise ``ValueError`` (OpenRLHF and Oat
+    return NaN there).
+
+    Args:
+        scores: ``[N]`` episode scores (finite), e.g. `episode_scores`.
+        group_ids: ``[N]`` group of each episode: ints, strings or any hashables (not None).
+            Groups need not be contiguous or of equal size; output order is input order.
+        std: ``"unbiased"`` (verl, OpenRLHF, ROLL, RL2, Oat) or ``"population"``.
+        eps: ``>= 0``: 1e-6 (verl, ROLL), 1e-9 (OpenRLHF), 1e-8 (Oat), float32 eps (RL2).
+        eps_placement: ``"std"`` (all of the above), ``"var"`` or ``"clamp"``.
+        zero_std: ``"eps"`` (verl, OpenRLHF, Oat, RL2) or ``"zero"`` (ROLL, tol 1e-6), for
+            groups of two or more.
+        zero_std_tol: Std at or below which ``zero_std="zero"`` outputs 0.
+        single_member: ``"zero"``, ``"keep"`` or ``"error"`` (above).
+
+    Returns:
+        ``[N]`` float64 advantages.
+    """
+    s, inv, n_groups, counts = _group_inputs(scores, group_ids, single_member)
+    out = _standardize(
+        s,
+        inv,
+        n_groups,
+        None,
+        std=std,
+        eps=eps,
+        eps_placement=eps_placement,
+        zero_std=zero_std,
+        zero_std_tol=zero_std_tol,
+        what="a group",
+    )
+    single = counts[inv] == 1
+    if single_member == "keep":
+        out[single] = s[single] / _scale(np.ones(1), eps, eps_placement)
+    else:
+        out[single] = 0.0
+    return out
+
+
+def dr_grpo(
+    scores: ArrayLike,
+    group_ids: ArrayLike | Sequence[Hashable],
+    *,
+    single_member: SingleMember = "zero",
+) -> NDArray[np.float64]:
+    """Dr.GRPO: GRPO without the std division, ``A_i = s_i - mean_g``.
+
+    Reproduces verl ``grpo`` with ``norm_adv_by_std_in_grpo=False``, OpenRLHF ``dr_grpo`` and
+    the group-mean shaping of OpenRLHF ``reinforce_baseline``, Oat ``drgrpo``.
+
+    Args:
+        scores: ``[N]`` episode scores (finite).
+        group_ids: ``[N]`` group of each episode (hashables, not None).
+        single_member: ``"zero"``: ``A = 0`` (the group mean is the score itself; OpenRLHF
+            too); ``"keep"``: mean taken as 0, ``A = s`` (verl); ``"error"``: raise.
+
+    Returns:
+        ``[N]`` float64 advantages.
+    """
+    s, inv, n_groups, counts = _group_inputs(scores, group_ids, single_member)
+    out = _deviations(s, inv, n_groups, np.ones_like(s))
+    if single_member == "keep":
+        single = counts[inv] == 1
+        out[single] = s[single]
+    return out
+
+
+def rloo(
+    scores: ArrayLike,
+    group_ids: ArrayLike | Sequence[Hashable],
+    *,
+    single_member: SingleMember = "zero",
+) -> NDArray[np.float64]:
+    """RLOO: leave-one-out baseline, ``A_i = s_i - sum_{j in g, j != i} s_j / (n_g - 1)``.
+
+    Equals ``n_g / (n_g - 1) * (s_i - mean_g)`` (verl's form). Reproduces verl and OpenRLHF
+    ``rloo``. A group of one member has no other member to form a baseline from:
+    ``single_member="zero"``: ``A = 0``; ``"keep"``: baseline 0, ``A = s`` (verl);
+    ``"error"``: raise (OpenRLHF divides by ``n - 1 = 0``).
+
+    Args:
+        scores: ``[N]`` episode scores (finite).
+        group_ids: ``[N]`` group of each episode (hashables, not None).
+        single_member: ``"zero"``, ``"keep"`` or ``"error"`` (above).
+
+    Returns:
+        ``[N]`` float64 advantages.
+    """
+    s, inv, n_groups, counts = _group_inputs(scores, group_ids, single_member)
+    sums = _group_sum(inv, s, n_groups)
+    n = counts[inv]
+    multi = n > 1
+    out = np.zeros_like(s)
+    out[multi] = s[multi] - (sums[inv][multi] - s[multi]) / (n[multi] - 1)
+    out[_constant_members(s, inv, n_groups)] = 0.0
+    if single_member == "keep":
+        out[~multi] = s[~multi]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# Turn-level GAE
+
+
+def turn_gae(
+    rewards: ArrayLike,
+    values: ArrayLike,
+    mask: ArrayLike,
+    *,
+    gamma: float,
+    lam: float,
+    last_values: ArrayLike | None = None,
+    terminated: ArrayLike | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Generalised advantage estimation over turns, with one value estimate per turn.
+
+    For episode ``b`` with ``T_b`` turns::
+
+        V_{T_b}  = 0 if terminated[b] else last_values[b]      (bootstrap)
+        delta_t  = r_t + gamma * V_{t+1} - V_t
+        A_t      = delta_t + gamma * lam * A_{t+1},   A_{T_b} = 0
+        R_t      = A_t + V_t                           (value target)
+
+    Bootstrap rule: a terminated episode has no future, so it bootstraps from 0; a
+    truncated (or unfinished) one bootstraps from ``last_values[b]``, the critic's value of
+    the state after its last turn. ``values = 0, lam = 1`` gives `discounted_returns` for
+    terminated episodes. Oat's ``PPOMultiTurnLearner`` treats every episode end as
+    terminal (``(1 - done)`` masks the next value): reproduce it with ``terminated=None``.
+
+    Args:
+        rewards: ``[B, T]`` per-turn rewards (finite on valid turns).
+        values: ``[B, T]`` critic value of the state each turn acted in (finite on valid
+            turns).
+        mask: ``[B, T]`` bool, True on real turns, a prefix of each row.
+        gamma: Discount per turn, ``0 <= gamma <= 1``.
+        lam: GAE lambda, ``0 <= lam <= 1`` (0: one-step TD error; 1: Monte Carlo).
+        last_values: ``[B]`` value after each episode's last turn; required when some
+            episode is not terminated, ignored (may be NaN) for terminated ones.
+        terminated: ``[B]`` bool, e.g. `episode_terminated`; None means all terminated
+            (then `last_values` must be None too).
+
+    Returns:
+        ``(advantages, returns)``, both ``[B, T]`` float64, 0 where ``mask`` is False.
+    """
+    _check_unit_interval("gamma", gamma)
+    _check_unit_interval("lam", lam)
+    r, valid = _turn_inputs(rewards, mask, name="rewards")
+    v = _as_float_array("values", values)
+    _check_same_shape(("rewards", r), ("values", v))
+    _check_finite("values", v, valid)
+    v = np.where(valid, v, 0.0)
+    n_episodes = r.shape[0]
+    if terminated is None:
+        if last_values is not None:
+            raise ValueError(
+                "last_values was given but terminated was not; pass terminated (e.g. "
+                "episode_terminated(episodes)) to say which episodes bootstrap from it"
+            )
+        bootstrap = np.zeros(n_episodes)
+    else:
+        term = _as_bool_array("terminated", terminated)
+        _check_per_episode("terminated", term, n_episodes)
+        if last_values is None:
+            if not term.all():
+                b = int(np.flatnonzero(~term)[0])
+                raise ValueError(
+                    f"episode {b} is not terminated, so it bootstraps from last_values[{b}]; "
+                    "pass last_values ([B] values after the last turn)"
+                )
+            bootstrap = np.zeros(n_episodes)
+        else:
+            last = _as_float_array("last_values", last_values)
+            _check_per_episode("last_values", last, n_episodes)
+            _check_finite("last_values", last, ~term)
+            bootstrap = np.where(term, 0.0, last)
+
+    advantages = np.zeros_like(r)
+    next_value = bootstrap
+    next_adv = np.zeros(n_episodes)
+    # A loop over turns, vectorised over episodes; padded turns leave the carry untouched,
+    # so an episode's last real turn sees its bootstrap value and A_{T_b} = 0.
+    for t in range(r.shape[1] - 1, -1, -1):
+        here = valid[:, t]
+        delta = r[:, t] + gamma * next_value - v[:, t]
+        adv = delta + gamma * lam * next_adv
+        advantages[:, t] = np.where(here, adv, 0.0)
+        next_value = np.where(here, v[:, t], next_value)
+        next_adv = np.where(here, adv, next_adv)
+    returns = np.where(valid, advantages + v, 0.0)
+    return advantages, returns
+
+
+# --------------------------------------------------------------------------------------------
+# Token broadcast
+
+
+def broadcast_to_tokens(values: ArrayLike, token_turn_index: ArrayLike) -> NDArray[np.float64]:
+    """Copy per-turn (or per-episode) values onto token positions.
+
+    ``out[b, l] = values[b, token_turn_index[b, l]]`` where the index is ``>= 0``, and 0 where
+    it is -1 (prompt, env/tool tokens, padding). Per-episode values ``[B]`` go to every
+    token whose index is ``>= 0``.
+
+    Args:
+        values: ``[B, T]`` per-turn values (e.g. advantages), or ``[B]`` per-episode values.
+        token_turn_index: ``[B, L]`` int, the turn that wrote each token, -1 for tokens the
+            policy did not write. Every index must be in ``[-1, T)``.
+
+    Returns:
+        ``[B, L]`` float64.
+    """
+    vals = _as_float_array("values", values)
+    idx = np.asarray(token_turn_index)
+    if idx.ndim != 2:
+        raise ValueError(f"token_turn_index must be [B, L]; got shape {idx.shape}")
+    if idx.size and not np.issubdtype(idx.dtype, np.integer):
+        raise ValueError(f"token_turn_index must hold integers; got dtype {idx.dtype}")
+    idx = idx.astype(np.intp, copy=False)
+    if vals.ndim == 1:
+        if vals.shape[0] != idx.shape[0]:
+            raise ValueError(
+                f"values has {vals.shape[0]} episodes but token_turn_index has {idx.shape[0]} rows"
+            )
+        _check_range(idx, None)
+        return np.where(idx >= 0, vals[:, None], 0.0)
+    if vals.ndim != 2:
+        raise ValueError(f"values must be [B, T] or [B]; got shape {vals.shape}")
+    if vals.shape[0] != idx.shape[0]:
+        raise ValueError(
+            f"values has {vals.shape[0]} episodes but token_turn_index has {idx.shape[0]} rows"
+        )
+    horizon = vals.shape[1]
+    _check_range(idx, horizon)
+    # Column T of the padded table is 0, and -1 indexes it (numpy's negative indexing).
+    table = np.concatenate([vals, np.zeros((vals.shape[0], 1))], axis=1)
+    return np.take_along_axis(table, idx, axis=1)
+
+
+# --------------------------------------------------------------------------------------------
+# Shared statistics
+
+
+def _standardize(
+    x: NDArray[np.float64],
+    inv: NDArray[np.intp],
+    n_groups: int,
+    w: NDArray[np.float64] | None,
+    *,
+    std: str,
+    eps: float,
+    eps_placement: str,
+    zero_std: str,
+    zero_std_tol: float,
+    what: str,
+) -> NDArray[np.float64]:
+    """``(x - mu_g) / D_g`` per group ``g = inv[i]``; see the module docstring for ``D``."""
+    _check_choice("std", std, _STD_KINDS)
+    _check_choice("eps_placement", eps_placement, _EPS_PLACEMENTS)
+    _check_choice("zero_std", zero_std, _ZERO_STD)
+    _check_nonnegative("eps", eps)
+    _check_nonnegative("zero_std_tol", zero_std_tol)
+    weights = np.ones_like(x) if w is None else w
+    wsum = _group_sum(inv, weights, n_groups)
+    dev = _deviations(x, inv, n_groups, weights)
+    m2 = _group_sum(inv, weights * dev * dev, n_groups)
+    constant = m2 == 0.0
+    if std == "population":
+        var = m2 / wsum
+    else:
+        bessel = wsum - 1.0
+        bad = (bessel <= 0) & ~constant
+        if bad.any():
+            raise ValueError(
+                f"the unbiased variance of {what} needs a total weight above 1; got "
+                f"{float(wsum[bad][0])!r} for values that are not all equal (use std='population' "
+                "or token counts as weights)"
+            )
+        var = np.divide(m2, bessel, out=np.zeros_like(m2), where=~constant)
+    scale = _scale(var, eps, eps_placement)
+    out = np.divide(dev, scale[inv], out=np.zeros_like(dev), where=scale[inv] > 0)
+    if zero_std == "zero":
+        flat = constant | (np.sqrt(var) <= zero_std_tol)
+        out[flat[inv]] = 0.0
+    return out
+
+
+def _group_sum(
+    inv: NDArray[np.intp], values: NDArray[np.float64], n_groups: int
+) -> NDArray[np.float64]:
+    """``[n_groups]`` float64 sums of `values` per group (float even for empty input)."""
+    return np.bincount(inv, weights=values, minlength=n_groups).astype(np.float64, copy=False)
+
+
+def _scale(var: NDArray[np.float64], eps: float, eps_placement: str) -> NDArray[np.float64]:
+    if eps_placement == "std":
+        return np.sqrt(var) + eps
+    if eps_placement == "var":
+        return np.sqrt(var + eps)
+    return np.sqrt(np.maximum(var, eps))
+
+
+def _deviations(
+    x: NDArray[np.float64], inv: NDArray[np.intp], n_groups: int, w: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """``x - mu_g`` with weighted group means; exactly 0 for members of constant groups."""
+    wsum = _group_sum(inv, w, n_groups)
+    total = _group_sum(inv, w * x, n_groups)
+    mean = np.divide(total, wsum, out=np.zeros_like(total), where=wsum > 0)
+    dev = x - mean[inv]
+    dev[_constant_members(x, inv, n_groups)] = 0.0
+    return dev
+
+
+def _constant_members(
+    x: NDArray[np.float64], inv: NDArray[np.intp], n_groups: int
+) -> NDArray[np.bool_]:
+    """``[N]`` bool: member of a group whose values are all equal."""
+    lo = np.full(n_groups, np.inf)
+    hi = np.full(n_groups, -np.inf)
+    np.minimum.at(lo, inv, x)
+    np.maximum.at(hi, inv, x)
+    return (lo == hi)[inv]
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+
+
+def _group_inputs(
+    scores: ArrayLike, group_ids: ArrayLike | Sequence[Hashable], single_member: str
+) -> tuple[NDArray[np.float64], NDArray[np.intp], int, NDArray[np.int64]]:
+    _check_choice("single_member", single_member, _SINGLE_MEMBER)
+    s = _as_float_array("scores", scores)
+    if s.ndim != 1:
+        raise ValueError(f"scores must be [N]; got shape {s.shape}")
+    _check_finite("scores", s, np.ones(s.shape, dtype=bool))
+    inv, uniques = _factorize(group_ids, s.shape[0])
+    n_groups = len(uniques)
+    counts = np.bincount(inv, minlength=n_groups)
+    if single_member == "error" and (counts == 1).any():
+        lone = [_plain(uniques[g]) for g in np.flatnonzero(counts == 1)[:5]]
+        raise ValueError(
+            f"groups {lone!r} have a single member, whose group statistics are undefined; "
+            "sample several episodes per start state or choose single_member='zero' or 'keep'"
+        )
+    return s, inv, n_groups, counts
+
+
+def _factorize(group_ids: ArrayLike | Sequence[Hashable], n: int) -> tuple[NDArray[np.intp], list]:
+    """Integer codes ``[N]`` for `group_ids` and the distinct ids (codes index them).
+
+    A list is read as an object array so that ``1`` and ``"1"`` stay different ids and
+    tuples stay single ids (``np.asarray`` would turn them into strings / a 2-D array).
+    """
+    if isinstance(group_ids, np.ndarray) and group_ids.ndim == 1:
+        ids = group_ids
+    else:
+        items = list(group_ids)  # type: ignore[arg-type]
+        ids = np.fromiter(items, dtype=object, count=len(items))
+    if ids.shape[0] != n:
+        raise ValueError(f"group_ids has {ids.shape[0]} entries for {n} scores")
+    if ids.dtype == object:
+        missing = np.flatnonzero(ids == None)  # noqa: E711 (elementwise comparison)
+        if missing.size:
+            raise ValueError(
+                f"group_ids[{missing[0]}] is None; an episode without a group has no group "
+                "baseline: give it an id of its own"
+            )
+    if ids.dtype != object:
+        uniques, inv = np.unique(ids, return_inverse=True)
+        return inv.astype(np.intp).reshape(-1), list(uniques)
+    # Arbitrary hashables: number them by first appearance (one dict pass; sorting Python
+    # objects would be slower and fails for ids of mixed types).
+    codes: dict[Hashable, int] = {}
+    inv = np.fromiter((codes.setdefault(g, len(codes)) for g in ids), dtype=np.intp, count=n)
+    return inv, list(codes)
+
+
+def _turn_inputs(
+    values: ArrayLike, mask: ArrayLike, *, name: str
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """Validated ``[B, T]`` float64 values (0 at padding) and prefix mask."""
+    x = _as_float_array(name, values)
+    valid = _as_bool_array("mask", mask)
+    if x.ndim != 2:
+        raise ValueError(f"{name} must be [B, T]; got shape {x.shape}")
+    _check_same_shape((name, x), ("mask", valid))
+    _check_prefix(valid)
+    _check_finite(name, x, valid)
+    return np.where(valid, x, 0.0), valid
+
+
+def _as_float_array(name: str, a: ArrayLike) -> NDArray[np.float64]:
+    try:
+        return np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be an array of numbers: {err}") from None
+
+
+def _as_bool_array(name: str, a: ArrayLike) -> NDArray[np.bool_]:
+    arr = np.asarray(a)
+    if arr.dtype == bool:
+        return arr
+    if arr.size and not (np.issubdtype(arr.dtype, np.number) and np.isin(arr, (0, 1)).all()):
+        raise ValueError(f"{name} must be bool (or 0/1); got dtype {arr.dtype}")
+    return arr.astype(bool)
+
+
+def _check_same_shape(a: tuple[str, object], b: tuple[str, object]) -> None:
+    shape_a, shape_b = np.shape(a[1]), np.shape(b[1])
+    if shape_a != shape_b:
+        raise ValueError(f"{a[0]} has shape {shape_a} but {b[0]} has shape {shape_b}")
+
+
+def _check_per_episode(name: str, a: np.ndarray, n_episodes: int) -> None:
+    if a.shape != (n_episodes,):
+        raise ValueError(f"{name} must be [B] = ({n_episodes},); got shape {a.shape}")
+
+
+def _check_prefix(mask: NDArray[np.bool_]) -> None:
+    gaps = mask[:, 1:] & ~mask[:, :-1]
+    if gaps.any():
+        b, t = np.argwhere(gaps)[0]
+        raise ValueError(
+            f"mask row {b} is not a prefix: turn {t + 1} is valid after padding at turn {t}; "
+            "turns must be left-aligned with padding on the right"
+        )
+
+
+def _check_finite(name: str, x: NDArray[np.float64], where: NDArray[np.bool_]) -> None:
+    bad = where & ~np.isfinite(x)
+    if bad.any():
+        pos = tuple(int(i) for i in np.argwhere(bad)[0])
+        at = ", ".join(map(str, pos))
+        raise ValueError(f"{name}[{at}] is {float(x[pos])!r}; it must be finite")
+
+
+def _check_weights(w: NDArray[np.float64], valid: NDArray[np.bool_]) -> NDArray[np.float64]:
+    _check_finite("weights", w, valid)
+    sel = w[valid]
+    if (sel < 0).any():
+        raise ValueError(f"weights must be >= 0 on valid entries; got {float(sel[sel < 0][0])!r}")
+    if sel.sum() <= 0:
+        raise ValueError("weights sum to 0 over the valid entries; the mean is undefined")
+    return sel
+
+
+def _check_range(idx: NDArray[np.intp], horizon: int | None) -> None:
+    bad = idx < -1 if horizon is None else (idx < -1) | (idx >= horizon)
+    if bad.any():
+        b, pos = np.argwhere(bad)[0]
+        allowed = ">= -1" if horizon is None else f"in [-1, {horizon})"
+        raise ValueError(
+            f"token_turn_index[{b}, {pos}] = {idx[b, pos]} must be {allowed}; "
+            "use -1 for tokens the policy did not write"
+        )
+
+
+def _check_unit_interval(name: str, value: float) -> None:
+    if not 0.0 <= value <= 1.0:  # also rejects NaN
+        raise ValueError(f"{name} must be in [0, 1]; got {_plain(value)!r}")
+
+
+def _check_nonnegative(name: str, value: float) -> None:
+    if not 0.0 <= value < np.inf:
+        raise ValueError(f"{name} must be finite and >= 0; got {_plain(value)!r}")
+
+
+def _plain(value: object) -> object:
+    """Numpy scalars as Python values, so error messages show ``1.5``, not ``np.float64(1.5)``."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
