@@ -461,3 +461,26 @@ def test_thread_backend_hands_the_rest_of_a_batch_to_helpers_once_a_step_blocks(
         start = time.monotonic()
         vec.step(["sleep:0.5"] * 8)  # ~1 s: the first sleep inline, the other 7 overlapped
         assert time.monotonic() - start < 2.5
+
+
+def test_get_states_and_set_states_branch_sub_envs_from_one_snapshot(backend):
+    with backend(toy_fns(3, episode_length=5)) as vec:
+        vec.reset(seed=0)
+        vec.step({0: "x"})
+        (snapshot,) = vec.get_states([0])
+        vec.set_states({1: snapshot, 2: snapshot}, {1: "restored", 2: "restored"})
+        obs, *_ = vec.step(["y", "y", "y"])
+        assert obs == ["turn=2 last=y"] * 3  # all three continue the same episode
+        with pytest.raises(IndexError, match=r"\[7\]"):
+            vec.get_states([7])
+
+
+def test_set_states_makes_a_finished_sub_env_steppable_without_autoreset(backend):
+    with backend(toy_fns(2, episode_length=1)) as vec:
+        vec.reset(seed=0)
+        (snapshot,) = vec.get_states([0])
+        vec.step(["x", "x"])  # both episodes end; NEXT_STEP would reset next
+        vec.set_states({0: snapshot})
+        obs, *_ = vec.step(["z", "z"])
+        assert obs[0] == "turn=1 last=z"  # stepped from the snapshot, not reset
+        assert obs[1].startswith("start")  # the other one autoresets as usual

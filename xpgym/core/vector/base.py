@@ -351,6 +351,32 @@ class VectorEnv:
         self._check_open()
         return tuple(self._run_calls(list(range(self.num_envs)), "call", name, args, kwargs))
 
+    def get_states(self, indices: Sequence[int] | None = None) -> list[Any]:
+        """``get_state()`` of sub-envs `indices` (all by default), in parallel where the
+        backend can: snapshots to start several episodes from one state (GRPO groups)."""
+        self._check_open()
+        chosen = self._check_indices(range(self.num_envs) if indices is None else indices)
+        return self._run_calls(chosen, "call", "get_state", (), {})
+
+    def set_states(
+        self, states: Mapping[int, Any], observations: Mapping[int, Any] | None = None
+    ) -> None:
+        """``set_state(states[i])`` on each sub-env `i`; each is then mid-episode and can be
+        stepped, as after `reset` (no autoreset is pending for it).
+
+        Args:
+            states: Snapshots from `get_states` (or `Env.get_state`) by sub-env index.
+            observations: The observation each restored sub-env now shows, if known; it is
+                what a masked `reset` reports for sub-envs it does not reset.
+        """
+        self._check_open()
+        for i in self._check_indices(states):
+            self._run_calls([i], "call", "set_state", (states[i],), {})
+            self._episode_over[i] = False
+            self._has_reset[i] = True
+            if observations is not None and i in observations:
+                self._observations[i] = observations[i]
+
     def get_attr(self, name: str) -> tuple[Any, ...]:
         """Read attribute `name` of every sub-env."""
         self._check_open()
@@ -417,15 +443,20 @@ class VectorEnv:
             raise ValueError("options['reset_mask'] selects no sub-env")
         return mask
 
+    def _check_indices(self, indices: Any) -> list[int]:
+        chosen = list(indices)
+        bad = [
+            i for i in chosen if not isinstance(i, (int, np.integer)) or not 0 <= i < self.num_envs
+        ]
+        if bad:
+            raise IndexError(f"sub-env indices {bad} out of range(0, {self.num_envs})")
+        return [int(i) for i in chosen]
+
     def _index_actions(
         self, actions: Sequence[str] | Mapping[int, str]
     ) -> tuple[list[int], list[str]]:
         if isinstance(actions, Mapping):
-            indices = list(actions)
-            bad = [i for i in indices if not isinstance(i, (int, np.integer))]
-            bad += [i for i in indices if i not in bad and not 0 <= i < self.num_envs]
-            if bad:
-                raise IndexError(f"sub-env indices {bad} out of range(0, {self.num_envs})")
+            indices = self._check_indices(actions)
             action_list = list(actions.values())
         else:
             if isinstance(actions, str) or len(actions) != self.num_envs:

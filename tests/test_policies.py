@@ -1,0 +1,608 @@
+"""Policies: the `Generation` contract, HF generate, the OpenAI HTTP client, the vLLM mapping."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+import subprocess
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+import xpgym
+from xpgym.core.policies import (
+    ConcurrentPolicy,
+    ContextLengthError,
+    Generation,
+    Policy,
+    PolicyError,
+    encode_prompt,
+)
+from xpgym.core.policies.hf import HFPolicy
+from xpgym.core.policies.openai import OpenAIPolicy
+from xpgym.core.policies.vllm import VLLMPolicy
+from xpgym.core.rollout import collect_episodes
+
+try:  # the HTTP tests run without torch; the tests that use a tokenizer or model skip
+    import tiny_lm
+    import torch
+except ImportError:  # pragma: no cover - depends on the environment
+    tiny_lm = torch = None
+
+MESSAGES = [{"role": "user", "content": "Guess a number."}]
+
+
+# -- Generation and prompts ---------------------------------------------------------------
+
+
+def test_generation_rejects_unknown_finish_reason():
+    with pytest.raises(ValueError, match="finish_reason"):
+        Generation(text="x", finish_reason="eos")  # type: ignore[arg-type]
+
+
+def test_generation_rejects_logprobs_of_another_length():
+    with pytest.raises(ValueError, match="2 logprobs for 3 token ids"):
+        Generation(text="x", token_ids=[1, 2, 3], logprobs=[-0.1, -0.2])
+
+
+def test_encode_prompt_takes_ids_text_and_messages(tokenizer):
+    assert encode_prompt(tokenizer, [1, 2, 3]) == [1, 2, 3]
+    assert encode_prompt(tokenizer, "ab") == [97, 98]
+    expected = tokenizer.apply_chat_template(MESSAGES, tokenize=False, add_generation_prompt=True)
+    assert tokenizer.decode(encode_prompt(tokenizer, MESSAGES)) == expected
+
+
+@pytest.mark.parametrize("bad", [[], 3, [1.5, 2]])
+def test_encode_prompt_rejects_other_values(tokenizer, bad):
+    with pytest.raises((TypeError, ValueError)):
+        encode_prompt(tokenizer, bad)
+
+
+def test_importing_policies_and_rollout_does_not_import_torch():
+    code = (
+        "import sys\n"
+        "import xpgym.core.rollout, xpgym.core.policies.hf, xpgym.core.policies.openai\n"
+        "import xpgym.core.policies.vllm\n"
+        "heavy = [m for m in ('torch', 'transformers', 'vllm') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- HFPolicy -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    if tiny_lm is None:
+        pytest.skip("needs torch and transformers")
+    return tiny_lm.tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def model(tokenizer):
+    return tiny_lm.tiny_model(seed=0)
+
+
+def hf(model, tokenizer, **kwargs: Any) -> HFPolicy:
+    return HFPolicy(model, tokenizer, **{"max_new_tokens": 6, "seed": 1, **kwargs})
+
+
+def test_hf_policy_satisfies_the_policy_protocol(model, tokenizer):
+    policy = hf(model, tokenizer)
+    assert isinstance(policy, Policy)
+    assert not isinstance(policy, ConcurrentPolicy)
+
+
+def test_hf_generate_answers_each_prompt_in_order(model, tokenizer):
+    prompts = [[257, 10, 97], "hello there", MESSAGES]
+    generations = hf(model, tokenizer).generate(prompts)
+    assert len(generations) == 3
+    for prompt, generation in zip(prompts, generations, strict=True):
+        assert generation.prompt_ids == encode_prompt(tokenizer, prompt)
+        assert 1 <= len(generation.token_ids) <= 6
+        assert len(generation.logprobs) == len(generation.token_ids)
+        assert all(math.isfinite(x) and x <= 0 for x in generation.logprobs)
+
+
+def test_hf_generation_without_stop_token_is_length_truncated(model, tokenizer):
+    (generation,) = hf(model, tokenizer, greedy=True).generate(["hello"])
+    assert generation.finish_reason == "length"
+    assert len(generation.token_ids) == 6
+    assert generation.text == tokenizer.decode(generation.token_ids)
+
+
+def test_hf_generation_stops_at_a_stop_token_and_keeps_it_in_the_ids(model, tokenizer):
+    (free,) = hf(model, tokenizer, greedy=True).generate(["hello"])
+    stop = free.token_ids[2]
+    first = free.token_ids.index(stop)
+    (generation,) = hf(model, tokenizer, greedy=True, stop_token_ids=[stop]).generate(["hello"])
+    assert generation.finish_reason == "stop"
+    assert generation.token_ids == free.token_ids[: first + 1]
+    assert generation.text == tokenizer.decode(free.token_ids[:first])
+
+
+def test_hf_left_padded_batch_matches_one_prompt_at_a_time(model, tokenizer):
+    prompts = ["a", "a much longer prompt than the first", MESSAGES]
+    policy = hf(model, tokenizer, greedy=True)
+    batched = policy.generate(prompts)
+    for prompt, together in zip(prompts, batched, strict=True):
+        (alone,) = policy.generate([prompt])
+        assert alone.token_ids == together.token_ids
+        assert alone.logprobs == pytest.approx(together.logprobs, abs=1e-4)
+
+
+def test_hf_batch_size_splits_calls_without_changing_greedy_results(model, tokenizer):
+    prompts = ["one", "two", "three"]
+    whole = hf(model, tokenizer, greedy=True).generate(prompts)
+    split = hf(model, tokenizer, greedy=True, batch_size=2).generate(prompts)
+    assert [g.token_ids for g in whole] == [g.token_ids for g in split]
+
+
+def reference_logprobs(model, generation: Generation, transform: Callable) -> list[float]:
+    """Log-probabilities of the generated tokens from one forward pass over the sequence."""
+    ids = torch.tensor([generation.prompt_ids + generation.token_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0].float()
+    start = len(generation.prompt_ids)
+    out = []
+    for t, token in enumerate(generation.token_ids):
+        logp = torch.log_softmax(transform(logits[start + t - 1]), dim=-1)
+        out.append(float(logp[token]))
+    return out
+
+
+def test_hf_greedy_logprobs_are_log_softmax_of_the_logits(model, tokenizer):
+    (generation,) = hf(model, tokenizer, greedy=True).generate([MESSAGES])
+    expected = reference_logprobs(model, generation, lambda logits: logits)
+    assert generation.logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def test_hf_sampled_logprobs_include_the_temperature(model, tokenizer):
+    (generation,) = hf(model, tokenizer, temperature=0.5).generate([MESSAGES])
+    expected = reference_logprobs(model, generation, lambda logits: logits / 0.5)
+    assert generation.logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def test_hf_top_k_logprobs_are_renormalised_over_the_kept_tokens(model, tokenizer):
+    def top3(logits):
+        kept = torch.full_like(logits, float("-inf"))
+        values, indices = (logits / 2.0).topk(3)
+        return kept.scatter(0, indices, values)
+
+    (generation,) = hf(model, tokenizer, temperature=2.0, top_k=3).generate([MESSAGES])
+    expected = reference_logprobs(model, generation, top3)
+    assert all(math.isfinite(x) for x in expected)  # every sampled token was in the top 3
+    assert generation.logprobs == pytest.approx(expected, abs=1e-4)
+
+
+def test_hf_sampling_is_reproducible_per_seed_and_leaves_the_global_rng_alone(model, tokenizer):
+    state = torch.get_rng_state()
+    first = hf(model, tokenizer, seed=7).generate(["abc", "def"])
+    assert torch.equal(state, torch.get_rng_state())
+    again = hf(model, tokenizer, seed=7).generate(["abc", "def"])
+    other = hf(model, tokenizer, seed=8).generate(["abc", "def"])
+    assert [g.token_ids for g in first] == [g.token_ids for g in again]
+    assert [g.token_ids for g in first] != [g.token_ids for g in other]
+
+
+def test_hf_successive_calls_draw_different_samples(model, tokenizer):
+    policy = hf(model, tokenizer)
+    assert policy.generate(["abc"])[0].token_ids != policy.generate(["abc"])[0].token_ids
+
+
+def test_hf_context_budget_defaults_to_positions_minus_new_tokens(model, tokenizer):
+    assert hf(model, tokenizer).max_prompt_tokens == 1024 - 6
+    assert hf(model, tokenizer, max_prompt_tokens=100).max_prompt_tokens == 100
+
+
+def test_hf_policy_rejects_bad_settings(model, tokenizer):
+    with pytest.raises(ValueError, match="max_new_tokens"):
+        HFPolicy(model, tokenizer, max_new_tokens=0)
+    with pytest.raises(ValueError, match="top_p"):
+        HFPolicy(model, tokenizer, top_p=0.0)
+
+
+# -- OpenAIPolicy against a local chat completions server ---------------------------------
+
+
+@dataclass
+class Reply:
+    """What the scripted server answers: status, JSON (or raw bytes), headers, delay."""
+
+    status: int = 200
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+    delay: float = 0.0
+
+
+def completion(text: str, finish_reason: str = "stop", logprobs: list[float] | None = None):
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": {"role": "assistant", "content": text},
+        "finish_reason": finish_reason,
+    }
+    if logprobs is not None:
+        choice["logprobs"] = {
+            "content": [{"token": "t", "logprob": x, "top_logprobs": []} for x in logprobs]
+        }
+    return {"id": "c", "object": "chat.completion", "choices": [choice]}
+
+
+class ChatServer:
+    """A chat completions endpoint on 127.0.0.1 whose replies come from `responder`.
+
+    `responder(body, attempt)` gets the request JSON and the 0-based count of requests
+    seen so far and returns a `Reply`. Every request is recorded in `requests` as
+    ``(path, headers, body)``.
+    """
+
+    def __init__(self, responder: Callable[[dict, int], Reply]) -> None:
+        self.responder = responder
+        self.requests: list[tuple[str, dict[str, str], dict]] = []
+        self._lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                body = json.loads(raw)
+                with server._lock:
+                    attempt = len(server.requests)
+                    server.requests.append((self.path, dict(self.headers), body))
+                reply = server.responder(body, attempt)
+                time.sleep(reply.delay)
+                data = (
+                    reply.body if isinstance(reply.body, bytes) else json.dumps(reply.body).encode()
+                )
+                try:
+                    self.send_response(reply.status)
+                    for name, value in reply.headers.items():
+                        self.send_header(name, value)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                except OSError:  # the client gave up (timeout test)
+                    pass
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self.httpd.block_on_close = False
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.thread = threading.Thread(
+            target=self.httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.thread.start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def serve() -> Iterator[Callable[[Callable[[dict, int], Reply]], ChatServer]]:
+    servers: list[ChatServer] = []
+
+    def start(responder: Callable[[dict, int], Reply]) -> ChatServer:
+        servers.append(ChatServer(responder))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+def client(server: ChatServer, **kwargs: Any) -> OpenAIPolicy:
+    defaults = {"base_url": server.url, "backoff_base": 0.01, "timeout": 5.0}
+    return OpenAIPolicy("tiny", **{**defaults, **kwargs})
+
+
+def test_openai_policy_is_a_concurrent_policy_without_tokenizer(serve):
+    policy = client(serve(lambda body, n: Reply(body=completion("x"))))
+    assert isinstance(policy, ConcurrentPolicy)
+    assert policy.tokenizer is None
+
+
+def test_openai_request_carries_the_documented_fields(serve, monkeypatch):
+    monkeypatch.setenv("XPGYM_TEST_KEY", "sk-secret-123")
+    server = serve(lambda body, n: Reply(body=completion("\\boxed{5}", logprobs=[-0.5, -1.0])))
+    with client(
+        server,
+        api_key_env="XPGYM_TEST_KEY",
+        max_new_tokens=17,
+        temperature=0.7,
+        top_p=0.9,
+        logprobs=True,
+        extra_body={"top_k": 20},
+    ) as policy:
+        (generation,) = policy.generate([MESSAGES])
+    path, headers, body = server.requests[0]
+    assert path == "/v1/chat/completions"
+    assert headers["Authorization"] == "Bearer sk-secret-123"
+    assert headers["Content-Type"] == "application/json"
+    assert body == {
+        "model": "tiny",
+        "messages": MESSAGES,
+        "max_tokens": 17,
+        "temperature": 0.7,
+        "top_p": 0.9,
+        "n": 1,
+        "logprobs": True,
+        "top_k": 20,
+    }
+    assert generation == Generation(text="\\boxed{5}", finish_reason="stop", logprobs=[-0.5, -1.0])
+
+
+def test_openai_text_prompt_is_sent_as_one_user_message(serve, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    server = serve(lambda body, n: Reply(body=completion("ok")))
+    with client(server) as policy:
+        policy.generate(["hi"])
+    _, headers, body = server.requests[0]
+    assert body["messages"] == [{"role": "user", "content": "hi"}]
+    assert "Authorization" not in headers
+    assert "logprobs" not in body
+
+
+def test_openai_length_finish_reason_and_null_content_are_mapped(serve):
+    replies = iter([completion("cut", "length"), completion(None, "tool_calls")])
+    with client(serve(lambda body, n: Reply(body=next(replies)))) as policy:
+        first = policy.generate(["a"])[0]
+        second = policy.generate(["b"])[0]
+    assert (first.text, first.finish_reason) == ("cut", "length")
+    assert (second.text, second.finish_reason) == ("", "stop")
+    assert first.token_ids is None
+    assert first.logprobs is None
+
+
+def test_openai_token_id_prompts_are_refused(serve):
+    with (
+        client(serve(lambda body, n: Reply())) as policy,
+        pytest.raises(TypeError, match="token ids"),
+    ):
+        policy.submit([1, 2, 3])
+
+
+@pytest.mark.parametrize("status", [500, 502, 503, 429])
+def test_openai_retries_server_errors_and_rate_limits(serve, status):
+    def responder(body, n):
+        return (
+            Reply(status=status, body={"error": "busy"}) if n < 2 else Reply(body=completion("ok"))
+        )
+
+    server = serve(responder)
+    with client(server, max_retries=3) as policy:
+        assert policy.generate(["a"])[0].text == "ok"
+    assert len(server.requests) == 3
+
+
+def test_openai_honours_retry_after(serve):
+    def responder(body, n):
+        if n == 0:
+            return Reply(status=429, body={"error": "slow down"}, headers={"Retry-After": "0.3"})
+        return Reply(body=completion("ok"))
+
+    with client(serve(responder), backoff_base=0.001) as policy:
+        start = time.monotonic()
+        policy.generate(["a"])
+    assert time.monotonic() - start >= 0.3
+
+
+def test_openai_gives_up_after_max_retries_with_the_last_error(serve):
+    server = serve(lambda body, n: Reply(status=503, body={"error": "overloaded"}))
+    with client(server, max_retries=2) as policy, pytest.raises(PolicyError) as info:
+        policy.generate(["a"])
+    assert "after 3 attempts" in str(info.value)
+    assert "HTTP 503" in str(info.value)
+    assert len(server.requests) == 3
+
+
+def test_openai_retries_a_timed_out_request(serve):
+    def responder(body, n):
+        return Reply(body=completion("late"), delay=1.0) if n == 0 else Reply(body=completion("ok"))
+
+    server = serve(responder)
+    with client(server, timeout=0.2, max_retries=2) as policy:
+        assert policy.generate(["a"])[0].text == "ok"
+    assert len(server.requests) == 2
+
+
+def test_openai_reports_timeouts_after_the_last_attempt(serve):
+    server = serve(lambda body, n: Reply(body=completion("late"), delay=0.6))
+    with client(server, timeout=0.1, max_retries=1) as policy, pytest.raises(PolicyError) as info:
+        policy.generate(["a"])
+    assert "timed out" in str(info.value)
+
+
+def test_openai_retries_refused_connections_then_fails_clearly():
+    policy = OpenAIPolicy("tiny", base_url="http://127.0.0.1:9/v1", max_retries=1, backoff_base=0)
+    with policy, pytest.raises(PolicyError, match="connection error"):
+        policy.generate(["a"])
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"<html>not json</html>", {"choices": []}, {"object": "chat.completion"}, {"choices": [{}]}],
+    ids=["not-json", "no-choice", "no-choices-key", "no-message"],
+)
+def test_openai_malformed_responses_raise_without_retrying(serve, body):
+    server = serve(lambda _, n: Reply(body=body))
+    with client(server) as policy, pytest.raises(PolicyError, match="malformed response"):
+        policy.generate(["a"])
+    assert len(server.requests) == 1
+
+
+def test_openai_client_errors_raise_without_retrying(serve):
+    server = serve(lambda body, n: Reply(status=401, body={"error": {"message": "bad key"}}))
+    with client(server) as policy, pytest.raises(PolicyError, match=r"HTTP 401.*bad key"):
+        policy.generate(["a"])
+    assert len(server.requests) == 1
+
+
+def test_openai_context_length_errors_raise_context_length_error(serve):
+    error = {
+        "error": {
+            "message": "This model's maximum context length is 4096 tokens.",
+            "code": "context_length_exceeded",
+        }
+    }
+    server = serve(lambda body, n: Reply(status=400, body=error))
+    with client(server) as policy, pytest.raises(ContextLengthError):
+        policy.generate(["a"])
+
+
+def test_openai_api_key_never_appears_in_logs_errors_or_repr(serve, monkeypatch, caplog):
+    monkeypatch.setenv("XPGYM_TEST_KEY", "sk-very-secret")
+    server = serve(lambda body, n: Reply(status=500, body={"error": "boom"}))
+    caplog.set_level(logging.DEBUG)
+    with (
+        client(server, api_key_env="XPGYM_TEST_KEY", max_retries=1) as policy,
+        pytest.raises(PolicyError) as info,
+    ):
+        policy.generate(["a"])
+    assert server.requests[0][1]["Authorization"] == "Bearer sk-very-secret"
+    assert "retry 1/1" in caplog.text
+    for text in (caplog.text, str(info.value), repr(policy)):
+        assert "sk-very-secret" not in text
+
+
+def test_openai_submit_runs_requests_concurrently_and_generate_keeps_order(serve):
+    def responder(body, n):
+        text = body["messages"][0]["content"]
+        return Reply(body=completion(text), delay=0.5 if text == "slow" else 0.0)
+
+    with client(serve(responder), max_concurrency=4) as policy:
+        slow = policy.submit("slow")
+        fast = policy.submit("fast")
+        assert fast.result(timeout=5).text == "fast"
+        assert not slow.done()
+        assert slow.result(timeout=5).text == "slow"
+        start = time.monotonic()
+        texts = [g.text for g in policy.generate(["slow", "a", "slow", "b"])]
+    assert texts == ["slow", "a", "slow", "b"]
+    assert time.monotonic() - start < 0.9  # the two slow requests overlapped
+
+
+def test_openai_policy_drives_the_collector_over_http(serve):
+    def binary_search(body, n):
+        messages = body["messages"]
+        lo, hi = map(int, re.search(r"from (\d+) to (\d+)", messages[0]["content"]).groups())
+        guess = None
+        for message in messages[1:]:
+            if message["role"] == "assistant":
+                guess = int(re.search(r"\\boxed\{(\d+)\}", message["content"]).group(1))
+            elif "higher" in message["content"]:
+                lo = guess + 1
+            elif "lower" in message["content"]:
+                hi = guess - 1
+        return Reply(body=completion(f"\\boxed{{{(lo + hi) // 2}}}"), delay=0.01 * (n % 3))
+
+    vec = xpgym.make_vec("game:GuessTheNumber-v0-hard", 3, vectorization_mode="async")
+    with vec, client(serve(binary_search)) as policy:
+        episodes = collect_episodes(vec, policy, num_episodes=6, group_size=2, seed=0)
+    assert all(e.total_reward == 1.0 for e in episodes)  # binary search always wins
+    for g in range(3):
+        first, second = episodes[2 * g : 2 * g + 2]
+        assert [t.action for t in first.turns] == [t.action for t in second.turns]
+
+
+def test_openai_rejects_a_base_url_that_is_not_http():
+    with pytest.raises(ValueError, match="base_url"):
+        OpenAIPolicy("m", base_url="ftp://example.com")
+
+
+# -- VLLMPolicy ---------------------------------------------------------------------------
+
+
+class FakeSamplingParams:
+    def __init__(self, **kwargs: Any) -> None:
+        self.kwargs = kwargs
+
+
+class FakeLLM:
+    """Answers like ``vllm.LLM.generate``: one `RequestOutput`-shaped object per prompt."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.calls: list[tuple[list, list]] = []
+
+    def get_tokenizer(self) -> Any:
+        return self.tokenizer
+
+    def generate(self, prompts, sampling_params, use_tqdm):
+        assert use_tqdm is False
+        self.calls.append((prompts, sampling_params))
+        outputs = []
+        for k, prompt in enumerate(prompts):
+            tokens = [97 + k, 98, tiny_lm.EOS_ID] if k % 2 == 0 else [99, 100]
+            logprobs = [
+                {t: types.SimpleNamespace(logprob=-0.25 * (j + 1)), 5: None}
+                for j, t in enumerate(tokens)
+            ]
+            completion = types.SimpleNamespace(
+                text=self.tokenizer.decode(tokens, skip_special_tokens=True),
+                token_ids=tuple(tokens),
+                logprobs=logprobs,
+                finish_reason="stop" if k % 2 == 0 else "length",
+            )
+            outputs.append(
+                types.SimpleNamespace(
+                    prompt_token_ids=prompt["prompt_token_ids"], outputs=[completion]
+                )
+            )
+        return outputs
+
+
+def test_vllm_policy_maps_requests_and_outputs(monkeypatch, tokenizer):
+    monkeypatch.setitem(
+        sys.modules, "vllm", types.SimpleNamespace(SamplingParams=FakeSamplingParams)
+    )
+    llm = FakeLLM(tokenizer)
+    policy = VLLMPolicy(llm, max_new_tokens=5, temperature=0.8, top_k=0, seed=3)
+    generations = policy.generate(["ab", MESSAGES])
+    prompts, params = llm.calls[0]
+    assert prompts == [
+        {"prompt_token_ids": [97, 98]},
+        {"prompt_token_ids": encode_prompt(tokenizer, MESSAGES)},
+    ]
+    assert params[0].kwargs["max_tokens"] == 5
+    assert params[0].kwargs["top_k"] == -1
+    assert params[0].kwargs["logprobs"] == 0
+    assert params[0].kwargs["seed"] != params[1].kwargs["seed"]
+    first, second = generations
+    assert first == Generation(
+        text="ab",
+        finish_reason="stop",
+        token_ids=[97, 98, tiny_lm.EOS_ID],
+        logprobs=[-0.25, -0.5, -0.75],
+        prompt_ids=[97, 98],
+    )
+    assert second.finish_reason == "length"
+    assert second.token_ids == [99, 100]
+
+
+def test_vllm_policy_generates_with_a_real_engine():
+    vllm = pytest.importorskip("vllm", reason="vllm is not installed (it needs a GPU build)")
+    if torch is None or not torch.cuda.is_available():
+        pytest.skip("vllm needs a GPU")
+    policy = VLLMPolicy.from_model(
+        "Qwen/Qwen2.5-0.5B-Instruct",
+        llm_kwargs={"max_model_len": 1024, "logprobs_mode": "processed_logprobs"},
+        max_new_tokens=8,
+    )
+    del vllm
+    (generation,) = policy.generate([MESSAGES])
+    assert len(generation.logprobs) == len(generation.token_ids) <= 8

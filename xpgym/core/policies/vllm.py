@@ -1,0 +1,174 @@
+"""`VLLMPolicy`: batched generation with the vLLM offline engine (``vllm.LLM``).
+
+vllm is imported when a policy is built or used, never when this module is imported.
+
+A call turns every prompt into token ids (`xpgym.core.policies.encode_prompt`, with the
+engine's tokenizer), sends them as ``{"prompt_token_ids": ids}`` prompts to
+``LLM.generate(prompts, sampling_params=[...], use_tqdm=False)`` with one ``SamplingParams``
+per prompt, and reads ``outputs[0]`` of each ``RequestOutput``:
+
+* ``text`` -> `Generation.text` (vLLM leaves the stop token out of the text);
+* ``token_ids`` -> `Generation.token_ids` (vLLM keeps a sampled stop token in the ids);
+* ``logprobs[t][token_ids[t]].logprob`` -> `Generation.logprobs` (``SamplingParams(
+  logprobs=0)`` returns the sampled token's entry only);
+* ``finish_reason`` ``"length"`` -> ``"length"``, anything else -> ``"stop"``.
+
+What the logprobs mean is set by the engine argument ``logprobs_mode``: vLLM's default,
+``"raw_logprobs"``, is ``log_softmax`` of the model's logits *before* temperature, top-k and
+top-p; ``"processed_logprobs"`` (vLLM >= 0.10.2) is after them, the same meaning as
+`xpgym.core.policies.hf.HFPolicy`. Build the engine with
+``VLLMPolicy.from_model(name, llm_kwargs={"logprobs_mode": "processed_logprobs"})`` to get
+the distribution tokens were sampled from.
+
+Randomness: request ``i`` of call ``k`` gets the seed derived from ``(seed, k, i)``, so a
+prompt's sample does not depend on the rest of its batch, and the same sequence of calls gives
+the same samples.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from xpgym.core.policies import Generation, Prompt, encode_prompt
+
+__all__ = ["VLLMPolicy"]
+
+logger = logging.getLogger(__name__)
+
+
+def _import_vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "VLLMPolicy needs vllm (a GPU install); see https://docs.vllm.ai for how to install it"
+        ) from exc
+    return vllm
+
+
+class VLLMPolicy:
+    """Generate with a ``vllm.LLM`` engine; see the module docstring for the mapping.
+
+    Args:
+        llm: A ``vllm.LLM`` (or an object with its ``generate`` and ``get_tokenizer``).
+        max_new_tokens: ``SamplingParams.max_tokens``, the per-turn budget.
+        temperature: Sampling temperature (``0``: greedy).
+        top_p: Nucleus mass (``1.0``: off).
+        top_k: Top-k (``0``: off; sent to vLLM as ``-1``).
+        greedy: Decode greedily (temperature 0).
+        seed: Base seed of the per-request seeds.
+        stop_token_ids: Extra stop tokens (vLLM always stops at the model's EOS token too).
+        logprobs: Return the sampled tokens' logprobs.
+        max_prompt_tokens: Longest prompt accepted, read by the collector (default: the
+            engine's ``max_model_len - max_new_tokens`` when it can be read).
+        skip_special_tokens: ``SamplingParams.skip_special_tokens`` (text only).
+        chat_template_kwargs: Extra ``apply_chat_template`` arguments for message prompts.
+        sampling_kwargs: More ``SamplingParams`` arguments (they win over the above).
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        *,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        top_k: int = 0,
+        greedy: bool = False,
+        seed: int = 0,
+        stop_token_ids: Iterable[int] | None = None,
+        logprobs: bool = True,
+        max_prompt_tokens: int | None = None,
+        skip_special_tokens: bool = True,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        sampling_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
+        self.llm = llm
+        self.tokenizer = llm.get_tokenizer()
+        self.max_new_tokens = int(max_new_tokens)
+        self.temperature = 0.0 if greedy else float(temperature)
+        self.top_p = float(top_p)
+        self.top_k = int(top_k)
+        self.seed = int(seed)
+        self.stop_token_ids = [int(t) for t in stop_token_ids or ()]
+        self.logprobs = bool(logprobs)
+        self.skip_special_tokens = skip_special_tokens
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.sampling_kwargs = dict(sampling_kwargs or {})
+        if max_prompt_tokens is None:
+            engine = getattr(llm, "llm_engine", None)
+            max_model_len = getattr(getattr(engine, "model_config", None), "max_model_len", None)
+            if isinstance(max_model_len, int):
+                max_prompt_tokens = max_model_len - self.max_new_tokens
+        self.max_prompt_tokens = max_prompt_tokens
+        self._calls = 0
+
+    @classmethod
+    def from_model(
+        cls, model: str, *, llm_kwargs: Mapping[str, Any] | None = None, **policy_kwargs: Any
+    ) -> VLLMPolicy:
+        """Build ``vllm.LLM(model=model, **llm_kwargs)`` and wrap it.
+
+        Pass e.g. ``llm_kwargs={"max_model_len": 8192, "gpu_memory_utilization": 0.8,
+        "logprobs_mode": "processed_logprobs"}``.
+        """
+        vllm = _import_vllm()
+        return cls(vllm.LLM(model=model, **dict(llm_kwargs or {})), **policy_kwargs)
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
+        """One `Generation` per prompt, in order (see the module docstring)."""
+        if not prompts:
+            return []
+        vllm = _import_vllm()
+        ids = [encode_prompt(self.tokenizer, p, self.chat_template_kwargs) for p in prompts]
+        seeds = np.random.SeedSequence([self.seed, self._calls]).generate_state(len(ids))
+        self._calls += 1
+        params = [vllm.SamplingParams(**self._sampling_args(int(s))) for s in seeds]
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": p} for p in ids], sampling_params=params, use_tqdm=False
+        )
+        if len(outputs) != len(ids):
+            raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(ids)} prompts")
+        return [self._to_generation(p, out) for p, out in zip(ids, outputs, strict=True)]
+
+    def _sampling_args(self, seed: int) -> dict[str, Any]:
+        args: dict[str, Any] = {
+            "n": 1,
+            "max_tokens": self.max_new_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "top_k": self.top_k if self.top_k > 0 else -1,
+            "seed": seed,
+            "logprobs": 0 if self.logprobs else None,
+            "skip_special_tokens": self.skip_special_tokens,
+        }
+        if self.stop_token_ids:
+            args["stop_token_ids"] = list(self.stop_token_ids)
+        args.update(self.sampling_kwargs)
+        return args
+
+    def _to_generation(self, prompt_ids: list[int], output: Any) -> Generation:
+        completion = output.outputs[0]
+        token_ids = [int(t) for t in completion.token_ids]
+        logprobs = None
+        if self.logprobs and completion.logprobs is not None:
+            logprobs = [
+                float(position[token].logprob)
+                for position, token in zip(completion.logprobs, token_ids, strict=True)
+            ]
+        return Generation(
+            text=completion.text,
+            finish_reason="length" if completion.finish_reason == "length" else "stop",
+            token_ids=token_ids,
+            logprobs=logprobs,
+            prompt_ids=list(prompt_ids),
+        )
+
+    def __repr__(self) -> str:
+        return f"VLLMPolicy(max_new_tokens={self.max_new_tokens}, T={self.temperature})"
