@@ -5,6 +5,8 @@
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``), argument validation and
   instruction text; `parse_call` is a ready-made `Tool.parse`.
 * `variants`: `register_tool_variant`, the ``<base id>-<toolset>`` id convention.
+* Tools: `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
+  `mcp.MCPToolset` (one `Tool` per function of an MCP server).
 * The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`.
 
 Importing this package imports no tool implementation; names listed in `_LAZY` load their
@@ -32,6 +34,11 @@ from xpgym.core.tools.calls import (
 
 __all__ = [
     "FunctionCall",
+    "HTTPSearchBackend",
+    "LocalSearchIndex",
+    "MCPFunctionTool",
+    "MCPToolset",
+    "SearchTool",
     "TagMatch",
     "Tool",
     "ToolCall",
@@ -42,6 +49,8 @@ __all__ = [
     "format_function_instructions",
     "format_tool_instructions",
     "function_schema",
+    "make_mcp_tools",
+    "make_search_tool",
     "parse_call",
     "register_tool_variant",
     "tool_variant_id",
@@ -52,6 +61,13 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "register_tool_variant": "xpgym.core.tools.variants",
     "tool_variant_id": "xpgym.core.tools.variants",
+    "SearchTool": "xpgym.core.tools.search",
+    "LocalSearchIndex": "xpgym.core.tools.search",
+    "HTTPSearchBackend": "xpgym.core.tools.search",
+    "make_search_tool": "xpgym.core.tools.search",
+    "MCPToolset": "xpgym.core.tools.mcp",
+    "MCPFunctionTool": "xpgym.core.tools.mcp",
+    "make_mcp_tools": "xpgym.core.tools.mcp",
 }
 
 
