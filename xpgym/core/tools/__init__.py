@@ -5,7 +5,8 @@
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``), argument validation and
   instruction text; `parse_call` is a ready-made `Tool.parse`.
 * `variants`: `register_tool_variant`, the ``<base id>-<toolset>`` id convention.
-* Tools: `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
+* Tools: `python.PythonTool` (code run in `sandbox.Sandbox`, a bubblewrap sandbox),
+  `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
   `mcp.MCPToolset` (one `Tool` per function of an MCP server).
 * The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`.
 
@@ -38,11 +39,17 @@ __all__ = [
     "LocalSearchIndex",
     "MCPFunctionTool",
     "MCPToolset",
+    "PythonTool",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxResult",
+    "SandboxUnavailableError",
     "SearchTool",
     "TagMatch",
     "Tool",
     "ToolCall",
     "ToolResult",
+    "default_sandbox",
     "find_fenced_block",
     "find_function_calls",
     "find_tag",
@@ -61,6 +68,12 @@ __all__ = [
 _LAZY: dict[str, str] = {
     "register_tool_variant": "xpgym.core.tools.variants",
     "tool_variant_id": "xpgym.core.tools.variants",
+    "PythonTool": "xpgym.core.tools.python",
+    "Sandbox": "xpgym.core.tools.sandbox",
+    "SandboxLimits": "xpgym.core.tools.sandbox",
+    "SandboxResult": "xpgym.core.tools.sandbox",
+    "SandboxUnavailableError": "xpgym.core.tools.sandbox",
+    "default_sandbox": "xpgym.core.tools.sandbox",
     "SearchTool": "xpgym.core.tools.search",
     "LocalSearchIndex": "xpgym.core.tools.search",
     "HTTPSearchBackend": "xpgym.core.tools.search",
