@@ -1,0 +1,94 @@
+"""The pure parts of ``scripts/bench_vs_gem.py`` (statistics, ratios, targets, table)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_vs_gem.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("bench_vs_gem", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while defining
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+def fake_results(bench: ModuleType) -> dict[str, Any]:
+    d = bench.describe
+    return {
+        "measurements": {
+            "import": {"xpgym": d([120.0, 130.0, 125.0]), "gem": d([990.0, 1000.0, 980.0])},
+            "python_startup": {"xpgym": d([20.0]), "gem": d([10.0])},
+            "single_guess": {"xpgym": d([300_000.0]), "gem": d([440_000.0])},
+            "vec_guess_sync": {"xpgym": d([250_000.0]), "gem": d([215_000.0])},
+            "vec_guess_async": {"xpgym": d([240_000.0]), "gem": d([57_000.0])},
+            "cpu_sync": {"xpgym": d([30_000.0]), "gem": d([28_000.0])},
+            "cpu_process": {"xpgym": d([40_000.0])},
+        }
+    }
+
+
+def test_describe(bench: ModuleType) -> None:
+    assert bench.describe([3.0, 1.0, 2.0]) == {
+        "min": 1.0,
+        "median": 2.0,
+        "max": 3.0,
+        "samples": [3.0, 1.0, 2.0],
+    }
+    with pytest.raises(ValueError, match="no samples"):
+        bench.describe([])
+
+
+def test_summarize_ratios_and_targets(bench: ModuleType) -> None:
+    summary = bench.summarize(fake_results(bench))
+    rows = {row["key"]: row for row in summary["rows"]}
+    assert rows["vec_guess_async"]["ours_over_gem"] == pytest.approx(240 / 57)
+    assert rows["cpu_process"]["gem"] is None
+    assert rows["cpu_process"]["ours_over_gem"] is None
+    assert rows["import_above_startup"]["xpgym"]["median"] == pytest.approx(105.0)
+    ratios = {(r["name"], r["lib"]): r["value"] for r in summary["ratios"]}
+    assert ratios["sync / single (GuessTheNumber)", "gem"] == pytest.approx(215 / 440)
+    assert ratios["process / sync (CPU-heavy)", "xpgym"] == pytest.approx(4 / 3)
+    assert ("process / sync (CPU-heavy)", "gem") not in ratios
+    met = {t["name"]: t["met"] for t in summary["targets"]}
+    assert met == {
+        "`import xpgym` <= 150 ms": True,
+        "sync >= 80% of single-env rate": True,  # 250k / 300k = 0.83
+        "async not slower than sync (pure-Python env)": False,  # 0.96
+        "async >= 2x GEM's async": True,
+        "process faster than sync (CPU-heavy env)": True,
+    }
+
+
+def test_summarize_without_gem(bench: ModuleType) -> None:
+    results = fake_results(bench)
+    for per_lib in results["measurements"].values():
+        per_lib.pop("gem", None)
+    targets = {t["name"]: t for t in bench.summarize(results)["targets"]}
+    assert targets["async >= 2x GEM's async"]["met"] is None
+    assert targets["sync >= 80% of single-env rate"]["met"] is True
+
+
+def test_format_table(bench: ModuleType) -> None:
+    table = bench.format_table(bench.summarize(fake_results(bench)))
+    assert "| GuessTheNumber-easy, 64 envs, async | env-steps/s |" in table
+    assert "240,000 / **240,000** / 240,000" in table
+    assert "4.21x (higher is better)" in table
+    assert "| async not slower than sync (pure-Python env) | 0.96x | >= 1.00x | **no** |" in table
+    assert "| `import xpgym` <= 150 ms | 125 ms | <= 150 ms | yes |" in table
+    assert "n/a" in table  # GEM has no process backend
