@@ -15,6 +15,7 @@ GUESS_IDS = [
     "game:GuessTheNumber-v0",
     "game:GuessTheNumber-v0-easy",
     "game:GuessTheNumber-v0-hard",
+    "game:GuessTheNumber-v0-python",
     "game:GuessTheNumber-v0-random",
 ]
 

@@ -20,7 +20,6 @@ It raises only for programming errors (e.g. executing a call that has `error` se
 from __future__ import annotations
 
 import abc
-import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,6 +89,8 @@ class Tool(abc.ABC):
 
     async def aexecute(self, call: ToolCall) -> ToolResult:
         """`execute` without blocking the event loop (default: in a worker thread)."""
+        import asyncio  # here, not at module level: `import xpgym` stays cheap
+
         return await asyncio.to_thread(self.execute, call)
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default

@@ -1,8 +1,9 @@
-"""Language games. Ids: ``game:<Name>-v0[-easy|-hard|-random]``."""
+"""Language games. Ids: ``game:<Name>-v0[-easy|-hard|-random]``, tool variants ``...-python``."""
 
 from __future__ import annotations
 
 from xpgym.core.registry import register
+from xpgym.core.tools.variants import register_tool_variant
 
 
 def register_envs() -> None:
@@ -30,4 +31,11 @@ def register_envs() -> None:
         guess,
         difficulty="random",
         description="Guess a hidden integer; easy or hard drawn at every reset.",
+    )
+    register_tool_variant(
+        "game:GuessTheNumber-v0",
+        "xpgym.core.tools.python:PythonTool",
+        "python",
+        max_tool_calls=3,
+        description="GuessTheNumber with a sandboxed Python tool (at most 3 calls).",
     )
