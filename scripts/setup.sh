@@ -5,7 +5,7 @@
 #
 # Installs bubblewrap (the sandbox for model-written code) with apt-get when it is missing,
 # creates the virtual environment, installs the CPU build of torch first (so nothing pulls
-# a CUDA build), then xpgym in editable mode with the extras its tests use (dev, tools, mcp).
+# a CUDA build), then xpgym in editable mode with the extras its tests use (dev, tools, mcp, remote, ray).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
@@ -20,5 +20,5 @@ fi
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet torch==2.13.0
-"$venv/bin/python" -m pip install --quiet -e ".[dev,tools,mcp]"
+"$venv/bin/python" -m pip install --quiet -e ".[dev,tools,mcp,remote,ray]"
 echo "xpgym is installed in $venv; activate it with: . $venv/bin/activate"

@@ -2,6 +2,8 @@
 
 Commands:
     list [PATTERN] [--json]   Registered env ids with description and entry point.
+    serve --env GLOB [--port N] ...
+                              Serve envs over HTTP (see `xpgym.remote.server`).
 
 Output goes through `sys.stdout.write` (the project's lint forbids `print` in the package).
 """
@@ -9,7 +11,9 @@ Output goes through `sys.stdout.write` (the project's lint forbids `print` in th
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
@@ -46,7 +50,50 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a JSON list of {id, description, entry_point, kwargs} objects",
     )
     listing.set_defaults(func=_list_command)
+    _add_serve_parser(commands)
     return parser
+
+
+def _add_serve_parser(commands: argparse._SubParsersAction) -> None:
+    serving = commands.add_parser(
+        "serve",
+        help="serve envs over HTTP for remote clients",
+        description="Serve envs over HTTP/JSON in sessions. Clients use "
+        "xpgym.make('remote:http://HOST:PORT/<env id>'). Protocol: xpgym.remote.server.",
+    )
+    serving.add_argument(
+        "--env",
+        action="append",
+        required=True,
+        metavar="GLOB",
+        help="env ids clients may create (glob, repeatable), e.g. 'game:*' or '*'",
+    )
+    serving.add_argument(
+        "--host", default="127.0.0.1", help="address to bind (default %(default)s)"
+    )
+    serving.add_argument("--port", type=int, default=8000, help="port (default %(default)s)")
+    serving.add_argument(
+        "--max-sessions", type=int, default=256, help="open sessions allowed (default %(default)s)"
+    )
+    serving.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=300.0,
+        help="seconds without a request before a session is closed (default %(default)s)",
+    )
+    serving.add_argument(
+        "--threads", type=int, default=None, help="threads for env calls (default: max sessions)"
+    )
+    serving.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import MODULE first (e.g. one that registers your envs); repeatable",
+    )
+    serving.add_argument("--log-level", default="warning", help="log level (default %(default)s)")
+    serving.set_defaults(func=_serve_command)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -67,6 +114,28 @@ def _list_command(args: argparse.Namespace) -> int:
         sys.stderr.write(f"no env ids match {args.pattern!r}\n")
         return 1
     sys.stdout.write(_text_table(rows) + "\n")
+    return 0
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    from xpgym.remote.server import serve  # needs starlette + uvicorn: import on use
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    for module in args.imports:
+        importlib.import_module(module)
+    sys.stderr.write(
+        f"serving {', '.join(args.env)} on http://{args.host}:{args.port} "
+        f"(max {args.max_sessions} sessions, idle timeout {args.idle_timeout:g} s)\n"
+    )
+    serve(
+        args.env,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        max_sessions=args.max_sessions,
+        idle_timeout=args.idle_timeout,
+        threads=args.threads,
+    )
     return 0
 
 

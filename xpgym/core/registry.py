@@ -186,6 +186,10 @@ def spec(env_id: str) -> EnvSpec:
 def _lookup(env_id: str) -> EnvSpec:
     """`spec`'s body; call it directly from public functions so that the alias warning
     points at their caller's line."""
+    if isinstance(env_id, str) and env_id.startswith("remote:"):
+        from xpgym.remote.client import remote_spec  # lazy: only remote ids pay the import
+
+        return remote_spec(env_id)
     resolved = _resolve(env_id)
     if resolved in registry:
         return registry[resolved]

@@ -1,0 +1,347 @@
+"""`RemoteEnv`: an `Env` whose episodes run in a session on an xpgym env server.
+
+``xpgym.make("remote:http://HOST:PORT/game:GuessTheNumber-v0")`` returns one. It has the
+whole `Env` API (reset, step, sample_random_action, get_state, set_state, close) and the
+same lifecycle checks, which run locally before any request is sent.
+
+Failure contract (never a hang; every request has a socket timeout):
+
+* `reset`, `get_state`, `set_state`, `sample_random_action` raise `RemoteEnvError` (with the
+  server's exception type, message and traceback, or the transport error). A `reset` whose
+  session is gone (server restarted, idle timeout) creates a new session and resets it.
+* `step` never raises for remote failures: an exception in the env, a timeout, a dropped
+  connection or an expired session return ``(last observation, 0.0, False, True,
+  {"error": "RemoteEnvError: ...", ...})``, as a failed sub-env does in a vector env. The
+  session is then abandoned (deleted if the server still answers) and the next `reset`
+  creates a new one.
+* Retries: transport errors (refused, reset, closed connection) are retried up to
+  ``max_retries`` times with a short backoff for every operation. That is safe for `step`
+  because each step carries a sequence number and the server answers a repeated number
+  with the cached result instead of stepping twice. Timeouts are never retried.
+
+Pickling keeps only the URL, env id, options and env kwargs: the copy opens its own
+connection and session lazily and must be `reset` before stepping (so a `RemoteEnv` works
+in `ProcessVectorEnv`). One `RemoteEnv` holds one connection and is safe to call from any
+thread, one call at a time (calls are serialised by a lock).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import logging
+import threading
+import time
+import urllib.parse
+from typing import Any
+
+from xpgym.core.env import Env
+from xpgym.core.registry import EnvSpec
+
+__all__ = ["CLIENT_OPTIONS", "RemoteEnv", "RemoteEnvError", "parse_remote_id", "remote_spec"]
+
+logger = logging.getLogger(__name__)
+
+REMOTE_PREFIX = "remote:"
+CLIENT_OPTIONS = ("timeout", "connect_timeout", "max_retries")
+"""Keyword arguments of ``make("remote:...")`` that configure the client, not the env."""
+
+
+class RemoteEnvError(RuntimeError):
+    """A remote env call failed.
+
+    Attributes:
+        status: HTTP status, or `None` for a transport failure (refused, timeout, dropped).
+        error_type: The server-side exception type (e.g. ``"ValueError"``,
+            ``"TooManySessions"``), or the local transport exception's type.
+        remote_traceback: The server-side traceback, if the server sent one.
+    """
+
+    def __init__(
+        self, message: str, *, status: int | None, error_type: str, remote_traceback: str = ""
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error_type = error_type
+        self.remote_traceback = remote_traceback
+
+
+_TRANSPORT_ERRORS = (ConnectionError, http.client.HTTPException, OSError)
+
+
+def parse_remote_id(remote_id: str) -> tuple[str, str]:
+    """Split ``"remote:<url>/<env id>"`` into ``(url, env_id)``.
+
+    Env ids never contain ``/``, so the id is what follows the last ``/``; the URL may carry
+    a path prefix (``remote:http://host/xpgym/game:X-v0``).
+
+    Raises:
+        ValueError: not a ``remote:http(s)://...`` id, or no env id after the URL.
+    """
+    if not remote_id.startswith(REMOTE_PREFIX):
+        raise ValueError(f"{remote_id!r} is not a remote id ('remote:<url>/<env id>')")
+    url, _, env_id = remote_id[len(REMOTE_PREFIX) :].rpartition("/")
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or not env_id:
+        raise ValueError(
+            f"remote id {remote_id!r} must look like 'remote:http://HOST:PORT/<env id>', "
+            "e.g. 'remote:http://127.0.0.1:8000/game:GuessTheNumber-v0'"
+        )
+    return url, env_id
+
+
+def remote_spec(remote_id: str) -> EnvSpec:
+    """The `EnvSpec` for a ``remote:`` id: its entry point builds a `RemoteEnv`.
+
+    Used by the registry, so that `make`, `spec` and `make_vec` accept remote ids. The spec
+    pickles (string entry point), so it works in worker processes.
+    """
+    url, env_id = parse_remote_id(remote_id)
+    return EnvSpec(
+        id=remote_id,
+        entry_point="xpgym.remote.client:RemoteEnv",
+        kwargs={"url": url, "env_id": env_id},
+        description=f"{env_id} served by {url}",
+    )
+
+
+class RemoteEnv(Env[str]):
+    """Client for one session on an env server (see the module docstring for failures).
+
+    Args:
+        url: Server base URL, ``http://HOST:PORT`` (optionally with a path prefix).
+        env_id: Env id to create on the server (must match the server's ``--env``).
+        timeout: Seconds each request may wait for the server (socket timeout), including
+            the env call itself: set it above your env's slowest step.
+        connect_timeout: Seconds to open a connection.
+        max_retries: Retries after transport errors (not after timeouts).
+        **env_kwargs: Keyword arguments for the env on the server (must be JSON).
+
+    Attributes:
+        session_id: The server session, or `None` before the first call / after a failure.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        env_id: str,
+        *,
+        timeout: float = 60.0,
+        connect_timeout: float = 10.0,
+        max_retries: int = 2,
+        **env_kwargs: Any,
+    ) -> None:
+        parts = urllib.parse.urlsplit(url.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"url must be http://HOST:PORT, got {url!r}")
+        self.url = url.rstrip("/")
+        self.env_id = env_id
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
+        self.max_retries = max_retries
+        self.env_kwargs = env_kwargs
+        self.session_id: str | None = None
+        self._parts = parts
+        self._conn: http.client.HTTPConnection | None = None
+        self._conn_used = 0.0
+        self._keep_alive = 5.0  # uvicorn's default until the server tells us its own
+        self._lock = threading.Lock()
+        self._steps = 0
+        self._last_obs: str | None = None
+        self.metadata = {}
+
+    # -- pickling ------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        keep = ("url", "env_id", "timeout", "connect_timeout", "max_retries", "env_kwargs", "spec")
+        return {k: self.__dict__[k] for k in keep if k in self.__dict__}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        spec = state.pop("spec", None)
+        kwargs = state.pop("env_kwargs")
+        self.__init__(**state, **kwargs)  # type: ignore[misc]
+        if spec is not None:
+            self.spec = spec
+
+    # -- Env API -------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        """Reset the remote env (creating a session first if needed).
+
+        Raises:
+            RemoteEnvError: the server or the env failed, or the server is unreachable.
+        """
+        # No super().reset(): the seed is checked and used by the remote env, not locally.
+        body = {"seed": seed, "options": options}
+        with self._lock:
+            try:
+                reply = self._session_call("reset", body)
+            except RemoteEnvError as exc:
+                if exc.error_type != "SessionNotFound":
+                    raise
+                logger.info("session of %s is gone; creating a new one", self)
+                self.session_id = None
+                reply = self._session_call("reset", body)
+            self._steps = 0
+            self._last_obs = reply["observation"]
+        return reply["observation"], reply["info"]
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        """Step the remote env; remote failures return a truncation with ``info["error"]``."""
+        with self._lock:
+            try:
+                reply = self._session_call("step", {"action": action, "seq": self._steps + 1})
+            except RemoteEnvError as exc:  # isolation: report it, never raise from a step
+                self._abandon_session()
+                return self._last_obs, 0.0, False, True, _error_info(exc)
+            self._steps += 1
+            self._last_obs = reply["observation"]
+        return (
+            reply["observation"],
+            reply["reward"],
+            reply["terminated"],
+            reply["truncated"],
+            reply["info"],
+        )
+
+    def sample_random_action(self) -> str:
+        """A random action drawn by the remote env's `np_random`."""
+        with self._lock:
+            return self._session_call("sample_random_action", {})["action"]
+
+    def get_state(self) -> dict[str, Any]:
+        """The remote env's `get_state()`, decoded from JSON (tuples come back as lists)."""
+        with self._lock:
+            return self._session_call("get_state", {})["state"]
+
+    def set_state(self, state: dict[str, Any]) -> None:
+        """Restore a `get_state()` snapshot in the current session (created if needed)."""
+        with self._lock:
+            self._session_call("set_state", {"state": state})
+            self._steps = 0
+
+    def close(self) -> None:
+        """Delete the session (best effort, short timeout) and close the connection."""
+        with self._lock:
+            if self.session_id is not None:
+                try:
+                    self._request("DELETE", f"/sessions/{self.session_id}", None, retries=0)
+                except RemoteEnvError as exc:
+                    logger.debug("deleting session of %s failed: %s", self, exc)
+                self.session_id = None
+            self._disconnect()
+
+    def health(self) -> dict[str, Any]:
+        """The server's ``GET /health`` reply: ``{status, sessions, max_sessions, ...}``."""
+        with self._lock:
+            return self._request("GET", "/health", None)
+
+    def __str__(self) -> str:
+        return f"<RemoteEnv({self.env_id!r} at {self.url})>"
+
+    __repr__ = __str__
+
+    # -- protocol ------------------------------------------------------------------------
+    def _session_call(self, op: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.session_id is None:
+            reply = self._request(
+                "POST", "/sessions", {"env_id": self.env_id, "kwargs": self.env_kwargs}
+            )
+            self.session_id = reply["session_id"]
+            self.metadata = reply.get("metadata") or {}
+            self._keep_alive = float(reply.get("keep_alive", self._keep_alive))
+        return self._request("POST", f"/sessions/{self.session_id}/{op}", body)
+
+    def _abandon_session(self) -> None:
+        """Forget the session after a failed step; delete it if the server still answers."""
+        session, self.session_id = self.session_id, None
+        self._disconnect()  # a timed-out response may still arrive on the old connection
+        if session is not None:
+            with contextlib.suppress(RemoteEnvError):
+                self._request("DELETE", f"/sessions/{session}", None, retries=0)
+            self._disconnect()
+
+    def _connection(self) -> http.client.HTTPConnection:
+        idle = time.monotonic() - self._conn_used
+        if self._conn is not None and idle > self._keep_alive - 1.0:
+            self._disconnect()  # the server may have closed it: never send on a stale one
+        if self._conn is None:
+            cls = (
+                http.client.HTTPSConnection
+                if self._parts.scheme == "https"
+                else http.client.HTTPConnection
+            )
+            self._conn = cls(self._parts.hostname, self._parts.port, timeout=self.connect_timeout)
+            self._conn.connect()
+            self._conn.sock.settimeout(self.timeout)
+        return self._conn
+
+    def _disconnect(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.close()
+
+    def _request(
+        self, method: str, path: str, body: dict[str, Any] | None, *, retries: int | None = None
+    ) -> dict[str, Any]:
+        """Send one request; retry transport errors (not timeouts); raise `RemoteEnvError`."""
+        retries = self.max_retries if retries is None else retries
+        data = None if body is None else json.dumps(body).encode()
+        headers = {"Content-Type": "application/json"} if data is not None else {}
+        full_path = self._parts.path + path
+        for attempt in range(retries + 1):
+            try:
+                conn = self._connection()
+                conn.request(method, full_path, body=data, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+                self._conn_used = time.monotonic()
+                status = response.status
+                if response.will_close:
+                    self._disconnect()
+                break
+            except TimeoutError as exc:
+                self._disconnect()
+                raise RemoteEnvError(
+                    f"{method} {self.url}{path} timed out after {self.timeout:g} s "
+                    "(RemoteEnv timeout=...)",
+                    status=None,
+                    error_type="TimeoutError",
+                ) from exc
+            except _TRANSPORT_ERRORS as exc:
+                self._disconnect()
+                if attempt == retries:
+                    raise RemoteEnvError(
+                        f"{method} {self.url}{path} failed: {type(exc).__name__}: {exc} "
+                        f"(after {retries + 1} attempts; is the server running?)",
+                        status=None,
+                        error_type=type(exc).__name__,
+                    ) from exc
+                time.sleep(0.05 * 2**attempt)
+        try:
+            reply = json.loads(raw) if raw else {}
+        except ValueError as exc:
+            raise RemoteEnvError(
+                f"{method} {self.url}{path}: HTTP {status} with a non-JSON body {raw[:200]!r}",
+                status=status,
+                error_type="BadResponse",
+            ) from exc
+        if status >= 400:
+            err = reply.get("error") if isinstance(reply, dict) else None
+            err = err if isinstance(err, dict) else {"type": "HTTPError", "message": str(reply)}
+            raise RemoteEnvError(
+                f"{self.env_id} at {self.url}: {err.get('type')}: {err.get('message')} "
+                f"(HTTP {status} from {method} {path})",
+                status=status,
+                error_type=str(err.get("type")),
+                remote_traceback=str(err.get("traceback") or ""),
+            )
+        return reply
+
+
+def _error_info(exc: RemoteEnvError) -> dict[str, Any]:
+    info: dict[str, Any] = {"error": f"RemoteEnvError: {exc}"}
+    if exc.remote_traceback:
+        info["traceback"] = exc.remote_traceback
+    return info
