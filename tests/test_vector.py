@@ -484,3 +484,13 @@ def test_set_states_makes_a_finished_sub_env_steppable_without_autoreset(backend
         obs, *_ = vec.step(["z", "z"])
         assert obs[0] == "turn=1 last=z"  # stepped from the snapshot, not reset
         assert obs[1].startswith("start")  # the other one autoresets as usual
+
+
+def test_a_masked_reset_clears_the_loss_of_a_replaced_worker():
+    with ProcessVectorEnv([UninterruptibleEnv] * 2, step_timeout=0.2, num_workers=1) as vec:
+        vec.reset(seed=0)
+        vec.step({0: "hang"})  # kills the worker; sub-env 1 lost its episode while idle
+        vec.reset(options={"reset_mask": np.array([False, True])})
+        _, _, _, trunc, infos = vec.step({1: "a"})
+        assert not trunc[0]  # a fresh episode: the old loss is not reported again
+        assert "error" not in infos[0]

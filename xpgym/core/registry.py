@@ -300,7 +300,8 @@ def make_vec(
         env_ids: One id repeated `num_envs` times, or one id per sub-env.
         num_envs: Number of sub-envs (required with a single id; default 1).
         vectorization_mode: ``"sync"`` (one thread), ``"async"`` (thread pool, for I/O-bound
-            envs) or ``"process"`` (worker processes, for CPU-bound envs).
+            envs), ``"process"`` (worker processes, for CPU-bound envs) or ``"ray"`` (Ray
+            actors; ``pip install "xpgym[ray]"``).
         wrappers: Callables applied to each sub-env in order (e.g. ``MaxTurns`` or a
             `functools.partial` of a wrapper class). With ``"process"`` they must pickle.
         env_kwargs: Keyword arguments for every sub-env, or one mapping per sub-env. The
@@ -337,6 +338,7 @@ def make_vec(
         "sync": vector.SyncVectorEnv,
         "async": vector.AsyncVectorEnv,
         "process": vector.ProcessVectorEnv,
+        "ray": vector.RayVectorEnv,
     }
     if vectorization_mode not in modes:
         raise ValueError(

@@ -4,7 +4,8 @@ Three backends, one API (`VectorEnv`):
 
 * `SyncVectorEnv`: the calling thread, lowest overhead for cheap envs;
 * `AsyncVectorEnv`: threads, for I/O-bound envs (tools, HTTP, subprocesses);
-* `ProcessVectorEnv`: worker processes, for CPU-bound envs.
+* `ProcessVectorEnv`: worker processes, for CPU-bound envs;
+* `RayVectorEnv`: Ray actors, for envs spread over a Ray cluster (extra ``xpgym[ray]``).
 
 `xpgym.make_vec` builds any of them from registered ids. Semantics (autoreset modes,
 partial stepping, failure isolation, seeds) are documented in `xpgym.core.vector.base`.
@@ -12,6 +13,7 @@ partial stepping, failure isolation, seeds) are documented in `xpgym.core.vector
 
 from xpgym.core.vector.base import AutoresetMode, SubEnvError, VectorEnv, derive_seeds
 from xpgym.core.vector.process import ProcessVectorEnv
+from xpgym.core.vector.ray_backend import RayVectorEnv
 from xpgym.core.vector.sync import SyncVectorEnv
 from xpgym.core.vector.threaded import AsyncVectorEnv
 
@@ -19,6 +21,7 @@ __all__ = [
     "AsyncVectorEnv",
     "AutoresetMode",
     "ProcessVectorEnv",
+    "RayVectorEnv",
     "SubEnvError",
     "SyncVectorEnv",
     "VectorEnv",

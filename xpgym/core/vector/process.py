@@ -269,6 +269,7 @@ class ProcessVectorEnv(VectorEnv):
             status, value = reply
             if status != "ok":
                 raise SubEnvError(i, "reset", value)
+            self._lost.discard(i)  # a fresh episode: nothing left to report
             results.append(value)
         return results
 

@@ -1,0 +1,397 @@
+"""`RayVectorEnv`: sub-envs live in Ray actors, for envs spread over a Ray cluster.
+
+The Ray counterpart of `ProcessVectorEnv`, with the same API and semantics (autoreset modes,
+partial stepping, failure isolation, seeds; see `xpgym.core.vector.base`). Each actor hosts
+several sub-envs (by default the sub-envs are split evenly over one actor per CPU of the
+cluster), so a batch costs one actor call per actor, not per sub-env; actors step their
+sub-envs in parallel with each other. Every sub-env runs in a `SubEnv`, exactly as in the
+other backends.
+
+Timeouts (``step_timeout``), as in `ProcessVectorEnv`: inside the actor, a step or reset
+that overruns is interrupted by a ``SIGALRM`` timer and reported as truncated with
+``info["error"]``, and only that sub-env is rebuilt. If an actor does not answer within
+``step_timeout * <its tasks> + kill_grace`` seconds (a hang in C code, a blocked signal) or
+dies, the parent kills it with ``ray.kill``, starts a fresh actor for its sub-envs (built
+but not reset), and reports every sub-env it hosted and had not finished as truncated with
+``info["error"]``. Its sub-envs that were not in that batch report the same truncation at
+their next step (their episodes were lost with the actor); the step after that resets them.
+
+Ray: ``ray`` is an extra (``pip install "xpgym[ray]"``) and is imported only when a
+`RayVectorEnv` is built. If Ray is already initialized, its instance is used and left
+running. If not, ``ray.init()`` starts a local instance, which is shut down when the last
+`RayVectorEnv` using it closes; call ``ray.init(...)`` yourself first to choose its options
+or to keep it running. Env factories travel to the actors with cloudpickle (lambdas work),
+but the modules they refer to must be importable in the actors (installed, or on
+``PYTHONPATH`` via ``runtime_env={"env_vars": ...}``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import logging
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from xpgym.core.env import Env
+from xpgym.core.vector.base import (
+    AutoresetMode,
+    SubEnv,
+    SubEnvError,
+    VectorEnv,
+    error_info,
+)
+from xpgym.core.vector.process import _on_alarm, _with_alarm, _WorkerTimeoutError
+
+__all__ = ["RayVectorEnv"]
+
+logger = logging.getLogger(__name__)
+
+_START_TIMEOUT = 300.0  # seconds an actor may take to be scheduled and start
+_CLOSE_TIMEOUT = 10.0  # seconds actors get to close their sub-envs before they are killed
+
+# Ray instance started by this module (not by the user): shut down with its last user.
+_owned_ray_users = 0
+_owns_ray = False
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError as exc:
+        raise ImportError(
+            'RayVectorEnv needs Ray; install it with pip install "xpgym[ray]"'
+        ) from exc
+    return ray
+
+
+class _ActorHost:
+    """Body of one Ray actor: hosts the `SubEnv`s of indices `env_fns` and runs batches.
+
+    Every method answers; exceptions in sub-envs come back as data, never as Ray errors:
+    `run` returns one ``("ok", result)`` or ``("error", text)`` item per task.
+    """
+
+    def __init__(
+        self,
+        env_fns: dict[int, Callable[[], Env]],
+        step_timeout: float | None,
+        same_step: bool,
+        build: bool,
+    ) -> None:
+        self.step_timeout = step_timeout
+        self.same_step = same_step
+        self.construction_error: str | None = None
+        # SIGALRM handlers only run in the main thread (where Ray runs a plain actor's
+        # calls); elsewhere only the parent's deadline applies.
+        self.alarm = step_timeout is not None and (
+            threading.current_thread() is threading.main_thread()
+        )
+        if self.alarm:
+            signal.signal(signal.SIGALRM, _on_alarm)
+        self.subenvs: dict[int, SubEnv] = {}
+        try:
+            for i, fn in env_fns.items():
+                self.subenvs[i] = SubEnv(fn, build=build)
+        except Exception as exc:
+            self.construction_error = f"construction: {exc!r}"
+
+    def ready(self) -> str | None:
+        """`None` once every sub-env is built, else why construction failed."""
+        return self.construction_error
+
+    def _timed(self, fn: Callable[[], Any]) -> Any:
+        return _with_alarm(self.step_timeout if self.alarm else None, fn)
+
+    def _step(self, i: int, action: str, reset_first: bool) -> Any:
+        sub = self.subenvs[i]
+        try:
+            return self._timed(
+                lambda: sub.step(action, reset_first=reset_first, same_step_reset=self.same_step)
+            )
+        except _WorkerTimeoutError:  # raised in the env's step, or between its lines
+            result = sub.failed(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
+            return sub.reset_same_step(*result) if self.same_step else result
+
+    def run(self, command: str, payload: list[tuple]) -> list[tuple[str, Any]]:
+        """Run ``step`` / ``reset`` tasks (as in `VectorEnv._run_*`) or ``call`` /
+        ``get_attr`` / ``set_attr`` tasks ``(index, args)``; one reply per task."""
+        replies: list[tuple[str, Any]] = []
+        for task in payload:
+            try:
+                if command == "step":
+                    replies.append(("ok", self._step(*task)))
+                elif command == "reset":
+                    i, seed, options = task
+                    reset = functools.partial(self.subenvs[i].reset, seed, options)
+                    replies.append(("ok", self._timed(reset)))
+                else:
+                    i, args = task
+                    replies.append(("ok", getattr(self.subenvs[i], command)(*args)))
+            except BaseException as exc:
+                replies.append(("error", repr(exc)))
+        return replies
+
+    def close(self) -> None:
+        """Close every sub-env (the parent kills the actor afterwards)."""
+        for sub in self.subenvs.values():
+            sub.discard()
+
+
+class RayVectorEnv(VectorEnv):
+    """Runs sub-envs in Ray actors, several per actor: same semantics as the other backends.
+
+    Args:
+        env_fns: One factory per sub-env (sent to the actors with cloudpickle).
+        autoreset_mode: See `xpgym.core.vector.base`.
+        step_timeout: Seconds a step or reset may take (see module docstring).
+        num_actors: Actors to start (default: `min(num_envs, CPUs in the Ray cluster)`).
+            Sub-envs are split over them in contiguous, near-equal groups.
+        envs_per_actor: Alternatively, sub-envs per actor (the last actor may get fewer);
+            ``num_actors = ceil(num_envs / envs_per_actor)``. Give at most one of the two.
+        actor_options: Passed to ``.options(...)`` of every actor (``num_cpus``,
+            ``resources``, ``runtime_env``, ``scheduling_strategy``...). Default: Ray's
+            actor defaults.
+        kill_grace: Seconds beyond ``step_timeout * <its tasks>`` an actor gets to answer
+            before it is killed and replaced (only with ``step_timeout``).
+
+    Attributes:
+        actor_indices: The sub-env indices each actor hosts (one list per actor).
+
+    Raises:
+        ImportError: Ray is not installed.
+        SubEnvError: A sub-env factory raised while an actor built it.
+    """
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], Env]],
+        *,
+        autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
+        step_timeout: float | None = None,
+        num_actors: int | None = None,
+        envs_per_actor: int | None = None,
+        actor_options: Mapping[str, Any] | None = None,
+        kill_grace: float = 5.0,
+    ) -> None:
+        super().__init__(env_fns, autoreset_mode=autoreset_mode, step_timeout=step_timeout)
+        self.closed = True  # until the actors exist: nothing for close() to do
+        if num_actors is not None and envs_per_actor is not None:
+            raise ValueError(
+                f"give num_actors ({num_actors}) or envs_per_actor ({envs_per_actor}), not both"
+            )
+        for name, value in (("num_actors", num_actors), ("envs_per_actor", envs_per_actor)):
+            if value is not None and (isinstance(value, bool) or value < 1):
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+        if kill_grace < 0:
+            raise ValueError(f"kill_grace must be >= 0 seconds, got {kill_grace!r}")
+        ray = _import_ray()
+        self._ray = ray
+        self._uses_owned_ray = _acquire_ray(ray)
+        if envs_per_actor is not None:
+            num_actors = math.ceil(self.num_envs / envs_per_actor)
+        elif num_actors is None:
+            num_actors = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        num_actors = min(self.num_envs, num_actors)
+        size, extra = divmod(self.num_envs, num_actors)
+        if envs_per_actor is not None:
+            size, extra = envs_per_actor, 0
+        self.actor_indices: list[list[int]] = []
+        start = 0
+        for a in range(num_actors):
+            stop = min(self.num_envs, start + size + (1 if a < extra else 0))
+            self.actor_indices.append(list(range(start, stop)))
+            start = stop
+        self.kill_grace = kill_grace
+        self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+        self._actor_cls = ray.remote(_ActorHost)
+        if actor_options:
+            self._actor_cls = self._actor_cls.options(**dict(actor_options))
+        self._actor_of = [a for a, group in enumerate(self.actor_indices) for _ in group]
+        self._lost: set[int] = set()  # sub-envs whose actor was replaced mid-episode
+        self._actors: list[Any] = []
+        try:
+            self._actors = [self._start_actor(group) for group in self.actor_indices]
+            for a in range(num_actors):
+                self._await_ready(a)
+        except BaseException:
+            for actor in self._actors:
+                with contextlib.suppress(Exception):
+                    ray.kill(actor, no_restart=True)
+            _release_ray(ray, self._uses_owned_ray)
+            raise
+        self.closed = False
+
+    @property
+    def num_actors(self) -> int:
+        return len(self.actor_indices)
+
+    def _start_actor(self, indices: list[int], *, build: bool = True) -> Any:
+        fns = {i: self.env_fns[i] for i in indices}
+        return self._actor_cls.remote(fns, self.step_timeout, self._same_step, build)
+
+    def _await_ready(self, a: int) -> None:
+        ray, indices = self._ray, self.actor_indices[a]
+        try:
+            detail = ray.get(self._actors[a].ready.remote(), timeout=_START_TIMEOUT)
+        except ray.exceptions.GetTimeoutError:
+            detail = (
+                f"actor {a} did not start within {_START_TIMEOUT:.0f}s; does the cluster have "
+                f"the resources actor_options asks for? ({ray.available_resources()})"
+            )
+        except ray.exceptions.RayError as exc:
+            detail = f"actor {a} failed to start: {exc}"
+        if detail is not None:
+            raise SubEnvError(indices[0], "construction", detail)
+
+    def _dispatch(self, command: str, tasks: list[tuple]) -> list[tuple[str, Any] | None]:
+        """Send each task (whose first item is a sub-env index) to its actor; gather replies
+        in task order. `None` marks a task whose actor died or overran its deadline; that
+        actor is replaced by a fresh one (sub-envs built, not reset)."""
+        ray = self._ray
+        by_actor: dict[int, list[int]] = {}
+        for position, task in enumerate(tasks):
+            by_actor.setdefault(self._actor_of[task[0]], []).append(position)
+        pending: dict[Any, int] = {}
+        deadlines: dict[int, float] = {}
+        now = time.monotonic()
+        for a, positions in by_actor.items():
+            payload = [
+                tasks[p] if command in ("step", "reset") else (tasks[p][0], tasks[p][1:])
+                for p in positions
+            ]
+            pending[self._actors[a].run.remote(command, payload)] = a
+            if self.step_timeout is not None:
+                deadlines[a] = now + self.step_timeout * len(positions) + self.kill_grace
+        replies: list[tuple[str, Any] | None] = [None] * len(tasks)
+        while pending:
+            timeout = None
+            if deadlines:
+                timeout = max(min(deadlines[a] for a in pending.values()) - time.monotonic(), 0)
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=timeout)
+            for ref in ready:
+                a = pending.pop(ref)
+                try:
+                    reply = ray.get(ref)
+                except ray.exceptions.RayError as exc:
+                    logger.warning(
+                        "actor %d (sub-envs %s) failed: %s", a, self.actor_indices[a], exc
+                    )
+                    self._replace_actor(a)
+                    continue
+                for p, item in zip(by_actor[a], reply, strict=True):
+                    replies[p] = item
+            now = time.monotonic()
+            for ref, a in list(pending.items()):
+                if a in deadlines and now >= deadlines[a]:
+                    del pending[ref]
+                    logger.warning(
+                        "actor %d (sub-envs %s) missed its deadline (step_timeout=%ss x %d "
+                        "tasks + kill_grace=%ss)",
+                        a,
+                        self.actor_indices[a],
+                        self.step_timeout,
+                        len(by_actor[a]),
+                        self.kill_grace,
+                    )
+                    self._replace_actor(a)
+        return replies
+
+    def _replace_actor(self, a: int) -> None:
+        indices = self.actor_indices[a]
+        logger.warning("killing actor %d (sub-envs %s) and starting a fresh one", a, indices)
+        with contextlib.suppress(Exception):
+            self._ray.kill(self._actors[a], no_restart=True)
+        # Its sub-envs lost their episodes: each one's next step reports that (_run_steps).
+        self._lost.update(indices)
+        self._actors[a] = self._start_actor(indices, build=False)
+        self._await_ready(a)
+
+    def _run_resets(self, tasks):
+        replies = self._dispatch("reset", tasks)
+        results = []
+        for (i, _, _), reply in zip(tasks, replies, strict=True):
+            if reply is None:
+                raise SubEnvError(i, "reset", "its Ray actor died or hung")
+            status, value = reply
+            if status != "ok":
+                raise SubEnvError(i, "reset", value)
+            results.append(value)
+        self._lost.difference_update(i for i, _, _ in tasks)
+        return results
+
+    def _run_steps(self, tasks):
+        # A sub-env whose actor was replaced lost its episode: report that as a truncation
+        # instead of stepping a fresh env that was never reset (its next step resets it).
+        lost = {i for i, _, reset_first in tasks if i in self._lost and not reset_first}
+        self._lost.difference_update(i for i, _, _ in tasks)
+        live = [task for task in tasks if task[0] not in lost]
+        replies = dict(zip((t[0] for t in live), self._dispatch("step", live), strict=True))
+        results = []
+        for i, _, _ in tasks:
+            reply = replies.get(i)
+            if reply is None or reply[0] != "ok":
+                detail = "its Ray actor died or hung" if reply is None else reply[1]
+                info = error_info(RuntimeError(f"sub-env {i}: {detail}"))
+                results.append((self._observations[i], 0.0, False, True, info))
+            else:
+                results.append(reply[1])
+        return results
+
+    def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
+        replies = self._dispatch(method, [(i, *args) for i in indices])
+        results = []
+        for i, reply in zip(indices, replies, strict=True):
+            if reply is None or reply[0] != "ok":
+                detail = "its Ray actor died or hung" if reply is None else reply[1]
+                raise SubEnvError(i, f"{method}{args[:1]}", detail)
+            results.append(reply[1])
+        return results
+
+    def _close_backend(self) -> None:
+        ray = self._ray
+        try:
+            if ray.is_initialized():
+                refs = []
+                for actor in self._actors:
+                    with contextlib.suppress(Exception):
+                        refs.append(actor.close.remote())
+                if refs:
+                    with contextlib.suppress(Exception):
+                        ray.wait(refs, num_returns=len(refs), timeout=_CLOSE_TIMEOUT)
+                for actor in self._actors:
+                    with contextlib.suppress(Exception):
+                        ray.kill(actor, no_restart=True)
+        finally:
+            self._actors = []
+            _release_ray(ray, self._uses_owned_ray)
+
+
+def _acquire_ray(ray: Any) -> bool:
+    """Make sure Ray is initialized; `True` if the instance is one this module started."""
+    global _owned_ray_users, _owns_ray
+    if not ray.is_initialized():
+        logger.info("Ray is not initialized; starting a local instance for RayVectorEnv")
+        ray.init()
+        _owns_ray, _owned_ray_users = True, 0
+    if not _owns_ray:
+        return False
+    _owned_ray_users += 1
+    return True
+
+
+def _release_ray(ray: Any, owned: bool) -> None:
+    """Shut down the Ray instance this module started once its last user is gone."""
+    global _owned_ray_users, _owns_ray
+    if not owned or not _owns_ray:
+        return
+    _owned_ray_users -= 1
+    if _owned_ray_users <= 0:
+        _owns_ray = False
+        if ray.is_initialized():
+            logger.info("shutting down the local Ray instance RayVectorEnv started")
+            ray.shutdown()
