@@ -19,7 +19,6 @@ guard, because workers are started with the ``spawn`` method by default.
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import multiprocessing as mp
 import os
@@ -31,37 +30,14 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from xpgym.core.env import Env
-from xpgym.core.vector.base import (
-    AutoresetMode,
-    SubEnv,
-    SubEnvError,
-    VectorEnv,
-    error_info,
-)
+from xpgym.core.vector.base import AutoresetMode, SubEnvError
+from xpgym.core.vector.hosted import HostedVectorEnv, SubEnvHost
 
 __all__ = ["ProcessVectorEnv"]
 
 logger = logging.getLogger(__name__)
 
 _GRACE_SECONDS = 5.0  # a worker gets this long beyond its sub-envs' timeouts to answer
-
-
-class _WorkerTimeoutError(TimeoutError):
-    """Raised inside a worker by SIGALRM when a sub-env overruns `step_timeout`."""
-
-
-def _on_alarm(signum: int, frame: Any) -> None:
-    raise _WorkerTimeoutError("step_timeout exceeded")
-
-
-def _with_alarm(timeout: float | None, fn: Callable[[], Any]) -> Any:
-    if timeout is None:
-        return fn()
-    signal.setitimer(signal.ITIMER_REAL, timeout)
-    try:
-        return fn()
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
 
 
 def _worker_main(
@@ -71,61 +47,29 @@ def _worker_main(
     same_step: bool,
     build: bool,
 ) -> None:
-    """Worker loop: build the sub-envs, then answer one command per message until `close`.
+    """Worker loop: build a `SubEnvHost`, then answer one batch per message until `close`.
 
-    Messages are ``(command, payload)``; every command gets exactly one reply, a list of
-    ``("ok", result)`` or ``("error", text)`` items, one per task.
+    Messages are ``(command, payload)``; every command gets exactly one reply, the list
+    `SubEnvHost.run` returns (one ``("ok", result)`` or ``("error", text)`` per task).
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    if step_timeout is not None:
-        signal.signal(signal.SIGALRM, _on_alarm)
-    subenvs: dict[int, SubEnv] = {}
     try:
-        for i, fn in env_fns.items():
-            subenvs[i] = SubEnv(fn, build=build)
+        host = SubEnvHost(env_fns, step_timeout, same_step, build)
         conn.send([("ok", None)])
     except Exception as exc:
         conn.send([("error", f"construction: {exc!r}")])
         return
-
-    def run_step(i: int, action: str, reset_first: bool) -> Any:
-        sub = subenvs[i]
-        try:
-            return _with_alarm(
-                step_timeout,
-                lambda: sub.step(action, reset_first=reset_first, same_step_reset=same_step),
-            )
-        except _WorkerTimeoutError as exc:  # raised in the env's step, or between its lines
-            result = sub.failed(TimeoutError(f"sub-env {i} step took over {step_timeout}s"))
-            del exc
-            return sub.reset_same_step(*result) if same_step else result
-
     while True:
         try:
             command, payload = conn.recv()
         except (EOFError, OSError):  # the parent is gone
             command, payload = "close", None
         if command == "close":
-            for sub in subenvs.values():
-                sub.discard()
+            host.close()
             with contextlib.suppress(BrokenPipeError, OSError):
                 conn.send([("ok", None)])
             return
-        replies = []
-        for task in payload:
-            try:
-                if command == "step":
-                    replies.append(("ok", run_step(*task)))
-                elif command == "reset":
-                    i, seed, options = task
-                    reset = functools.partial(subenvs[i].reset, seed, options)
-                    replies.append(("ok", _with_alarm(step_timeout, reset)))
-                else:  # "call" / "get_attr" / "set_attr": task = (i, args)
-                    i, args = task
-                    replies.append(("ok", getattr(subenvs[i], command)(*args)))
-            except BaseException as exc:
-                replies.append(("error", repr(exc)))
-        conn.send(replies)
+        conn.send(host.run(command, payload))
 
 
 class _Worker:
@@ -158,7 +102,7 @@ class _Worker:
         self.conn.close()
 
 
-class ProcessVectorEnv(VectorEnv):
+class ProcessVectorEnv(HostedVectorEnv):
     """Runs sub-envs in worker processes: true parallelism for CPU-bound envs.
 
     Args:
@@ -168,6 +112,8 @@ class ProcessVectorEnv(VectorEnv):
         num_workers: Worker processes (default: `min(num_envs, os.cpu_count())`).
         context: ``multiprocessing`` start method (default ``"spawn"``).
     """
+
+    host_kind = "worker process"
 
     def __init__(
         self,
@@ -194,7 +140,6 @@ class ProcessVectorEnv(VectorEnv):
         self._ctx = mp.get_context(context)
         self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         self._worker_of = [0] * self.num_envs
-        self._lost: set[int] = set()  # sub-envs whose worker was replaced mid-episode
         groups = [list(range(self.num_envs))[w::num_workers] for w in range(num_workers)]
         self._workers: list[_Worker] = []
         try:
@@ -231,10 +176,7 @@ class ProcessVectorEnv(VectorEnv):
         for position, task in enumerate(tasks):
             by_worker.setdefault(self._worker_of[task[0]], []).append(position)
         for w, positions in by_worker.items():
-            payload = [
-                tasks[p] if command in ("step", "reset") else (tasks[p][0], tasks[p][1:])
-                for p in positions
-            ]
+            payload = [self._host_payload(command, tasks[p]) for p in positions]
             self._workers[w].conn.send((command, payload))
         replies: list[tuple[str, Any] | None] = [None] * len(tasks)
         for w, positions in by_worker.items():
@@ -259,47 +201,6 @@ class ProcessVectorEnv(VectorEnv):
         ((status, detail),) = self._receive(self._workers[w], timeout=None) or [("error", "died")]
         if status != "ok":
             raise SubEnvError(old.indices[0], "construction", f"restarted worker {w}: {detail}")
-
-    def _run_resets(self, tasks):
-        replies = self._dispatch("reset", tasks)
-        results = []
-        for (i, _, _), reply in zip(tasks, replies, strict=True):
-            if reply is None:
-                raise SubEnvError(i, "reset", "its worker process died or hung")
-            status, value = reply
-            if status != "ok":
-                raise SubEnvError(i, "reset", value)
-            self._lost.discard(i)  # a fresh episode: nothing left to report
-            results.append(value)
-        return results
-
-    def _run_steps(self, tasks):
-        # A sub-env whose worker was replaced lost its episode: report that as a truncation
-        # instead of stepping a fresh env that was never reset (its next step resets it).
-        lost = {i for i, _, reset_first in tasks if i in self._lost and not reset_first}
-        self._lost.difference_update(i for i, _, _ in tasks)
-        live = [task for task in tasks if task[0] not in lost]
-        replies = dict(zip((t[0] for t in live), self._dispatch("step", live), strict=True))
-        results = []
-        for i, _, _ in tasks:
-            reply = replies.get(i)
-            if reply is None or reply[0] != "ok":
-                detail = "its worker process died or hung" if reply is None else reply[1]
-                info = error_info(RuntimeError(f"sub-env {i}: {detail}"))
-                results.append((self._observations[i], 0.0, False, True, info))
-            else:
-                results.append(reply[1])
-        return results
-
-    def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
-        replies = self._dispatch(method, [(i, *args) for i in indices])
-        results = []
-        for i, reply in zip(indices, replies, strict=True):
-            if reply is None or reply[0] != "ok":
-                detail = "its worker process died or hung" if reply is None else reply[1]
-                raise SubEnvError(i, f"{method}{args[:1]}", detail)
-            results.append(reply[1])
-        return results
 
     def _close_backend(self) -> None:
         deadline = time.monotonic() + 10.0

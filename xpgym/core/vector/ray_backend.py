@@ -28,24 +28,15 @@ but the modules they refer to must be importable in the actors (installed, or on
 from __future__ import annotations
 
 import contextlib
-import functools
 import logging
 import math
-import signal
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from xpgym.core.env import Env
-from xpgym.core.vector.base import (
-    AutoresetMode,
-    SubEnv,
-    SubEnvError,
-    VectorEnv,
-    error_info,
-)
-from xpgym.core.vector.process import _on_alarm, _with_alarm, _WorkerTimeoutError
+from xpgym.core.vector.base import AutoresetMode, SubEnvError
+from xpgym.core.vector.hosted import HostedVectorEnv, SubEnvHost
 
 __all__ = ["RayVectorEnv"]
 
@@ -69,12 +60,10 @@ def _import_ray() -> Any:
     return ray
 
 
-class _ActorHost:
-    """Body of one Ray actor: hosts the `SubEnv`s of indices `env_fns` and runs batches.
-
-    Every method answers; exceptions in sub-envs come back as data, never as Ray errors:
-    `run` returns one ``("ok", result)`` or ``("error", text)`` item per task.
-    """
+class _ActorHost(SubEnvHost):
+    """Body of one Ray actor: a `SubEnvHost` whose construction errors come back as data
+    (`ready`), never as Ray errors. Ray runs a plain actor's calls on its main thread, so
+    the host's SIGALRM timeouts work there."""
 
     def __init__(
         self,
@@ -83,20 +72,9 @@ class _ActorHost:
         same_step: bool,
         build: bool,
     ) -> None:
-        self.step_timeout = step_timeout
-        self.same_step = same_step
         self.construction_error: str | None = None
-        # SIGALRM handlers only run in the main thread (where Ray runs a plain actor's
-        # calls); elsewhere only the parent's deadline applies.
-        self.alarm = step_timeout is not None and (
-            threading.current_thread() is threading.main_thread()
-        )
-        if self.alarm:
-            signal.signal(signal.SIGALRM, _on_alarm)
-        self.subenvs: dict[int, SubEnv] = {}
         try:
-            for i, fn in env_fns.items():
-                self.subenvs[i] = SubEnv(fn, build=build)
+            super().__init__(env_fns, step_timeout, same_step, build)
         except Exception as exc:
             self.construction_error = f"construction: {exc!r}"
 
@@ -104,45 +82,8 @@ class _ActorHost:
         """`None` once every sub-env is built, else why construction failed."""
         return self.construction_error
 
-    def _timed(self, fn: Callable[[], Any]) -> Any:
-        return _with_alarm(self.step_timeout if self.alarm else None, fn)
 
-    def _step(self, i: int, action: str, reset_first: bool) -> Any:
-        sub = self.subenvs[i]
-        try:
-            return self._timed(
-                lambda: sub.step(action, reset_first=reset_first, same_step_reset=self.same_step)
-            )
-        except _WorkerTimeoutError:  # raised in the env's step, or between its lines
-            result = sub.failed(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
-            return sub.reset_same_step(*result) if self.same_step else result
-
-    def run(self, command: str, payload: list[tuple]) -> list[tuple[str, Any]]:
-        """Run ``step`` / ``reset`` tasks (as in `VectorEnv._run_*`) or ``call`` /
-        ``get_attr`` / ``set_attr`` tasks ``(index, args)``; one reply per task."""
-        replies: list[tuple[str, Any]] = []
-        for task in payload:
-            try:
-                if command == "step":
-                    replies.append(("ok", self._step(*task)))
-                elif command == "reset":
-                    i, seed, options = task
-                    reset = functools.partial(self.subenvs[i].reset, seed, options)
-                    replies.append(("ok", self._timed(reset)))
-                else:
-                    i, args = task
-                    replies.append(("ok", getattr(self.subenvs[i], command)(*args)))
-            except BaseException as exc:
-                replies.append(("error", repr(exc)))
-        return replies
-
-    def close(self) -> None:
-        """Close every sub-env (the parent kills the actor afterwards)."""
-        for sub in self.subenvs.values():
-            sub.discard()
-
-
-class RayVectorEnv(VectorEnv):
+class RayVectorEnv(HostedVectorEnv):
     """Runs sub-envs in Ray actors, several per actor: same semantics as the other backends.
 
     Args:
@@ -166,6 +107,8 @@ class RayVectorEnv(VectorEnv):
         ImportError: Ray is not installed.
         SubEnvError: A sub-env factory raised while an actor built it.
     """
+
+    host_kind = "Ray actor"
 
     def __init__(
         self,
@@ -212,7 +155,6 @@ class RayVectorEnv(VectorEnv):
         if actor_options:
             self._actor_cls = self._actor_cls.options(**dict(actor_options))
         self._actor_of = [a for a, group in enumerate(self.actor_indices) for _ in group]
-        self._lost: set[int] = set()  # sub-envs whose actor was replaced mid-episode
         self._actors: list[Any] = []
         try:
             self._actors = [self._start_actor(group) for group in self.actor_indices]
@@ -260,10 +202,7 @@ class RayVectorEnv(VectorEnv):
         deadlines: dict[int, float] = {}
         now = time.monotonic()
         for a, positions in by_actor.items():
-            payload = [
-                tasks[p] if command in ("step", "reset") else (tasks[p][0], tasks[p][1:])
-                for p in positions
-            ]
+            payload = [self._host_payload(command, tasks[p]) for p in positions]
             pending[self._actors[a].run.remote(command, payload)] = a
             if self.step_timeout is not None:
                 deadlines[a] = now + self.step_timeout * len(positions) + self.kill_grace
@@ -310,47 +249,6 @@ class RayVectorEnv(VectorEnv):
         self._lost.update(indices)
         self._actors[a] = self._start_actor(indices, build=False)
         self._await_ready(a)
-
-    def _run_resets(self, tasks):
-        replies = self._dispatch("reset", tasks)
-        results = []
-        for (i, _, _), reply in zip(tasks, replies, strict=True):
-            if reply is None:
-                raise SubEnvError(i, "reset", "its Ray actor died or hung")
-            status, value = reply
-            if status != "ok":
-                raise SubEnvError(i, "reset", value)
-            results.append(value)
-        self._lost.difference_update(i for i, _, _ in tasks)
-        return results
-
-    def _run_steps(self, tasks):
-        # A sub-env whose actor was replaced lost its episode: report that as a truncation
-        # instead of stepping a fresh env that was never reset (its next step resets it).
-        lost = {i for i, _, reset_first in tasks if i in self._lost and not reset_first}
-        self._lost.difference_update(i for i, _, _ in tasks)
-        live = [task for task in tasks if task[0] not in lost]
-        replies = dict(zip((t[0] for t in live), self._dispatch("step", live), strict=True))
-        results = []
-        for i, _, _ in tasks:
-            reply = replies.get(i)
-            if reply is None or reply[0] != "ok":
-                detail = "its Ray actor died or hung" if reply is None else reply[1]
-                info = error_info(RuntimeError(f"sub-env {i}: {detail}"))
-                results.append((self._observations[i], 0.0, False, True, info))
-            else:
-                results.append(reply[1])
-        return results
-
-    def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
-        replies = self._dispatch(method, [(i, *args) for i in indices])
-        results = []
-        for i, reply in zip(indices, replies, strict=True):
-            if reply is None or reply[0] != "ok":
-                detail = "its Ray actor died or hung" if reply is None else reply[1]
-                raise SubEnvError(i, f"{method}{args[:1]}", detail)
-            results.append(reply[1])
-        return results
 
     def _close_backend(self) -> None:
         ray = self._ray

@@ -1,0 +1,171 @@
+"""What the backends whose sub-envs live elsewhere share (worker processes, Ray actors).
+
+Two halves:
+
+* `SubEnvHost` lives where the sub-envs live (a worker process, a Ray actor). It holds
+  several `SubEnv`s and runs one batch of tasks per call, answering every task with
+  ``("ok", result)`` or ``("error", text)``. With a ``step_timeout``, a step or reset that
+  overruns is interrupted by a ``SIGALRM`` timer (in the host's main thread), reported as
+  truncated with ``info["error"]``, and only that sub-env is rebuilt.
+* `HostedVectorEnv` is the parent's side: it turns the hosts' replies into the `VectorEnv`
+  hooks. A backend implements `_dispatch` (send tasks to their hosts, return one reply per
+  task, or `None` for a task whose host died or missed its deadline and was replaced).
+  Sub-envs of a replaced host lost their episodes: the ones in the batch are reported as
+  truncated with ``info["error"]`` right away, the others at their next step, and the step
+  after that resets them (a reset clears the loss).
+"""
+
+from __future__ import annotations
+
+import functools
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from xpgym.core.env import Env
+from xpgym.core.vector.base import SubEnv, SubEnvError, VectorEnv, error_info
+
+__all__ = ["HostedVectorEnv", "Reply", "SubEnvHost"]
+
+Reply = tuple[str, Any]
+"""``("ok", result)`` or ``("error", text)``: a host's answer to one task."""
+
+
+class _StepTimeoutError(TimeoutError):
+    """Raised inside a host by SIGALRM when a sub-env overruns `step_timeout`."""
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    raise _StepTimeoutError("step_timeout exceeded")
+
+
+class SubEnvHost:
+    """Hosts the sub-envs ``env_fns`` (index -> factory) and runs batches of tasks on them.
+
+    Tasks: ``step``: ``(index, action, reset_first)``; ``reset``: ``(index, seed,
+    options)``; ``call`` / ``get_attr`` / ``set_attr``: ``(index, args)``. With `build`
+    false the sub-envs are built at their first reset (a replacement host).
+    """
+
+    def __init__(
+        self,
+        env_fns: dict[int, Callable[[], Env]],
+        step_timeout: float | None,
+        same_step: bool,
+        build: bool,
+    ) -> None:
+        self.same_step = same_step
+        # SIGALRM handlers run only in the main thread; elsewhere only the parent's
+        # deadline applies.
+        on_main_thread = threading.current_thread() is threading.main_thread()
+        self.step_timeout = step_timeout if on_main_thread else None
+        if self.step_timeout is not None:
+            signal.signal(signal.SIGALRM, _on_alarm)
+        self.subenvs = {i: SubEnv(fn, build=build) for i, fn in env_fns.items()}
+
+    def _timed(self, fn: Callable[[], Any]) -> Any:
+        if self.step_timeout is None:
+            return fn()
+        signal.setitimer(signal.ITIMER_REAL, self.step_timeout)
+        try:
+            return fn()
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+
+    def _step(self, i: int, action: str, reset_first: bool) -> Any:
+        sub = self.subenvs[i]
+        step = functools.partial(
+            sub.step, action, reset_first=reset_first, same_step_reset=self.same_step
+        )
+        try:
+            return self._timed(step)
+        except _StepTimeoutError:  # raised in the env's step, or between its lines
+            result = sub.failed(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
+            return sub.reset_same_step(*result) if self.same_step else result
+
+    def run(self, command: str, payload: list[tuple]) -> list[Reply]:
+        """Run one batch; one reply per task, in order. Never raises for a task."""
+        replies: list[Reply] = []
+        for task in payload:
+            try:
+                if command == "step":
+                    replies.append(("ok", self._step(*task)))
+                elif command == "reset":
+                    i, seed, options = task
+                    reset = functools.partial(self.subenvs[i].reset, seed, options)
+                    replies.append(("ok", self._timed(reset)))
+                else:
+                    i, args = task
+                    replies.append(("ok", getattr(self.subenvs[i], command)(*args)))
+            except BaseException as exc:
+                replies.append(("error", repr(exc)))
+        return replies
+
+    def close(self) -> None:
+        """Close every sub-env."""
+        for sub in self.subenvs.values():
+            sub.discard()
+
+
+class HostedVectorEnv(VectorEnv):
+    """Parent side of a backend whose sub-envs live in hosts; see the module docstring.
+
+    Subclasses set `host_kind` (for messages) and implement `_dispatch` and
+    `_close_backend`; a host they replace adds its sub-envs to ``self._lost``.
+    """
+
+    host_kind = "host"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lost: set[int] = set()  # sub-envs whose host was replaced mid-episode
+
+    def _dispatch(self, command: str, tasks: list[tuple]) -> list[Reply | None]:
+        """Send each task (its first item is a sub-env index) to its host; replies in task
+        order, `None` for a task whose host died or hung (and was replaced)."""
+        raise NotImplementedError
+
+    @staticmethod
+    def _host_payload(command: str, task: tuple) -> tuple:
+        """A task as `SubEnvHost.run` takes it."""
+        return task if command in ("step", "reset") else (task[0], task[1:])
+
+    def _failure(self, reply: Reply | None) -> str:
+        return f"its {self.host_kind} died or hung" if reply is None else reply[1]
+
+    def _run_resets(self, tasks):
+        replies = self._dispatch("reset", tasks)
+        results = []
+        for (i, _, _), reply in zip(tasks, replies, strict=True):
+            if reply is None or reply[0] != "ok":
+                raise SubEnvError(i, "reset", self._failure(reply))
+            self._lost.discard(i)  # a fresh episode: nothing left to report
+            results.append(reply[1])
+        return results
+
+    def _run_steps(self, tasks):
+        # A sub-env whose host was replaced lost its episode: report that as a truncation
+        # instead of stepping a fresh env that was never reset (its next step resets it).
+        lost = {i for i, _, reset_first in tasks if i in self._lost and not reset_first}
+        self._lost.difference_update(i for i, _, _ in tasks)
+        live = [task for task in tasks if task[0] not in lost]
+        replies = dict(zip((t[0] for t in live), self._dispatch("step", live), strict=True))
+        results = []
+        for i, _, _ in tasks:
+            reply = replies.get(i)
+            if reply is None or reply[0] != "ok":
+                info = error_info(RuntimeError(f"sub-env {i}: {self._failure(reply)}"))
+                results.append((self._observations[i], 0.0, False, True, info))
+            else:
+                results.append(reply[1])
+        return results
+
+    def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
+        replies = self._dispatch(method, [(i, *args) for i in indices])
+        results = []
+        for i, reply in zip(indices, replies, strict=True):
+            if reply is None or reply[0] != "ok":
+                raise SubEnvError(i, f"{method}{args[:1]}", self._failure(reply))
+            results.append(reply[1])
+        return results
