@@ -44,21 +44,12 @@ from typing import Any
 
 import numpy as np
 
+from xpgym.core.optional import import_optional
 from xpgym.core.policies import Generation, Prompt, encode_prompt
 
 __all__ = ["HFPolicy"]
 
 logger = logging.getLogger(__name__)
-
-
-def _import_torch() -> Any:
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            'HFPolicy needs torch and transformers; install them with pip install "xpgym[torch]"'
-        ) from exc
-    return torch
 
 
 def _as_id_set(value: int | Iterable[int] | None) -> list[int]:
@@ -174,7 +165,7 @@ class HFPolicy:
             model_kwargs: More arguments for ``AutoModelForCausalLM.from_pretrained``.
             **policy_kwargs: `HFPolicy` arguments (``max_new_tokens``, ``temperature``, ...).
         """
-        torch = _import_torch()
+        torch = import_optional("torch", needed_by="HFPolicy", install='pip install "xpgym[torch]"')
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         kwargs = dict(model_kwargs or {})
@@ -197,7 +188,7 @@ class HFPolicy:
         return out
 
     def _generate_batch(self, prompts: list[list[int]]) -> list[Generation]:
-        torch = _import_torch()
+        torch = import_optional("torch", needed_by="HFPolicy", install='pip install "xpgym[torch]"')
         device = self.model.device
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)

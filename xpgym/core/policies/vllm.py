@@ -33,21 +33,12 @@ from typing import Any
 
 import numpy as np
 
+from xpgym.core.optional import import_optional
 from xpgym.core.policies import Generation, Prompt, encode_prompt
 
 __all__ = ["VLLMPolicy"]
 
 logger = logging.getLogger(__name__)
-
-
-def _import_vllm() -> Any:
-    try:
-        import vllm
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            "VLLMPolicy needs vllm (a GPU install); see https://docs.vllm.ai for how to install it"
-        ) from exc
-    return vllm
 
 
 class VLLMPolicy:
@@ -118,14 +109,18 @@ class VLLMPolicy:
         Pass e.g. ``llm_kwargs={"max_model_len": 8192, "gpu_memory_utilization": 0.8,
         "logprobs_mode": "processed_logprobs"}``.
         """
-        vllm = _import_vllm()
+        vllm = import_optional(
+            "vllm", needed_by="VLLMPolicy", install="a GPU install of vllm (see docs.vllm.ai)"
+        )
         return cls(vllm.LLM(model=model, **dict(llm_kwargs or {})), **policy_kwargs)
 
     def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
         """One `Generation` per prompt, in order (see the module docstring)."""
         if not prompts:
             return []
-        vllm = _import_vllm()
+        vllm = import_optional(
+            "vllm", needed_by="VLLMPolicy", install="a GPU install of vllm (see docs.vllm.ai)"
+        )
         ids = [encode_prompt(self.tokenizer, p, self.chat_template_kwargs) for p in prompts]
         seeds = np.random.SeedSequence([self.seed, self._calls]).generate_state(len(ids))
         self._calls += 1

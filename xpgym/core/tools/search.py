@@ -78,6 +78,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xpgym.core.optional import import_optional
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import function_schema, parse_call
 
@@ -220,16 +221,6 @@ def _analyzer() -> Any:
     )
 
 
-def _import_tantivy() -> Any:
-    try:
-        import tantivy
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError(
-            'LocalSearchIndex needs tantivy; install it with pip install "xpgym[tools]"'
-        ) from exc
-    return tantivy
-
-
 class LocalSearchIndex(SearchBackend):
     """A BM25 index over documents, built with tantivy when constructed.
 
@@ -255,7 +246,9 @@ class LocalSearchIndex(SearchBackend):
         query_syntax: bool = False,
         title_boost: float = 2.0,
     ) -> None:
-        tantivy = _import_tantivy()
+        tantivy = import_optional(
+            "tantivy", needed_by="LocalSearchIndex", install='pip install "xpgym[tools]"'
+        )
         docs = [_check_document(doc, f"document {i}") for i, doc in enumerate(documents)]
         if not docs:
             raise ValueError("LocalSearchIndex needs at least one document")
@@ -281,7 +274,9 @@ class LocalSearchIndex(SearchBackend):
         self._setup(index, query_syntax=query_syntax, title_boost=title_boost)
 
     def _setup(self, index: Any, *, query_syntax: bool, title_boost: float) -> None:
-        self._tantivy = _import_tantivy()
+        self._tantivy = import_optional(
+            "tantivy", needed_by="LocalSearchIndex", install='pip install "xpgym[tools]"'
+        )
         self._index = index
         self._schema = index.schema
         self._analyzer = _analyzer()
@@ -301,7 +296,9 @@ class LocalSearchIndex(SearchBackend):
         Raises:
             ValueError: `index_dir` holds no index.
         """
-        tantivy = _import_tantivy()
+        tantivy = import_optional(
+            "tantivy", needed_by="LocalSearchIndex", install='pip install "xpgym[tools]"'
+        )
         if not Path(index_dir).is_dir() or not tantivy.Index.exists(str(index_dir)):
             raise ValueError(f"no tantivy index in {str(index_dir)!r}; build one first")
         index = tantivy.Index.open(str(index_dir))

@@ -35,6 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from xpgym.core.env import Env
+from xpgym.core.optional import import_optional
 from xpgym.core.vector.base import AutoresetMode, SubEnvError
 from xpgym.core.vector.hosted import HostedVectorEnv, SubEnvHost
 
@@ -48,16 +49,6 @@ _CLOSE_TIMEOUT = 10.0  # seconds actors get to close their sub-envs before they 
 # Ray instance started by this module (not by the user): shut down with its last user.
 _owned_ray_users = 0
 _owns_ray = False
-
-
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise ImportError(
-            'RayVectorEnv needs Ray; install it with pip install "xpgym[ray]"'
-        ) from exc
-    return ray
 
 
 class _ActorHost(SubEnvHost):
@@ -132,7 +123,7 @@ class RayVectorEnv(HostedVectorEnv):
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if kill_grace < 0:
             raise ValueError(f"kill_grace must be >= 0 seconds, got {kill_grace!r}")
-        ray = _import_ray()
+        ray = import_optional("ray", needed_by="RayVectorEnv", install='pip install "xpgym[ray]"')
         self._ray = ray
         self._uses_owned_ray = _acquire_ray(ray)
         if envs_per_actor is not None:
