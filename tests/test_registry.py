@@ -467,6 +467,6 @@ def test_make_builds_a_registered_multi_agent_env():
 def test_a_missing_optional_dependency_names_the_extra_to_install():
     from xpgym.core.optional import import_optional
 
-    with pytest.raises(ImportError, match=r'Thing needs no_such_module_x; install it with pip'):
+    with pytest.raises(ImportError, match=r"Thing needs no_such_module_x; install it with pip"):
         import_optional("no_such_module_x", needed_by="Thing", install='pip install "xpgym[x]"')
     assert import_optional("json", needed_by="Thing", install="-") is json
