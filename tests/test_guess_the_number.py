@@ -57,6 +57,7 @@ def test_ids_are_registered():
         "game:GuessTheNumber-v0",
         "game:GuessTheNumber-v0-easy",
         "game:GuessTheNumber-v0-hard",
+        "game:GuessTheNumber-v0-python",  # with a Python tool (tool variant)
         "game:GuessTheNumber-v0-random",
     ]
 
