@@ -51,8 +51,8 @@ def test_list_rows_show_description_and_entry_point(capsys):
     ("pattern", "expected"),
     [
         ("game:GuessTheNumber-v0-*", GUESS_IDS[1:]),
-        ("*-hard", ["game:GuessTheNumber-v0-hard"]),
-        ("easy", ["game:GuessTheNumber-v0-easy"]),  # no wildcard: substring
+        ("*Guess*-hard", ["game:GuessTheNumber-v0-hard"]),
+        ("GuessTheNumber-v0-easy", ["game:GuessTheNumber-v0-easy"]),  # no wildcard: substring
         ("GuessTheNumber-v0-r", ["game:GuessTheNumber-v0-random"]),
     ],
 )
