@@ -94,9 +94,9 @@ def build_tiny_tokenizer(
         extra_pieces: Further texts to add, cut the same way.
 
     Returns:
-        A ``transformers.PreTrainedTokenizerFast`` with ``eos_token = pad_token`` semantics
-        kept apart (``eos_token="<|im_end|>"``, ``pad_token="<|pad|>"``), left padding and
-        `CHATML_TEMPLATE` as its chat template.
+        A ``transformers.PreTrainedTokenizerFast`` with ``eos_token="<|im_end|>"``,
+        ``pad_token="<|pad|>"`` (distinct ids), no BOS, left padding, and `CHATML_TEMPLATE`
+        as its chat template.
     """
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
