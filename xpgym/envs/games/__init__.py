@@ -92,6 +92,13 @@ def register_envs() -> None:
         "Solve a 3x3 sliding puzzle scrambled by 8 moves; 30 turns.",
         "Solve a 4x4 sliding puzzle scrambled by 40 moves; 100 turns.",
     )
+    _register_presets(
+        "Sokoban",
+        "xpgym.envs.games.sokoban:SokobanEnv",
+        "Sokoban: push 1 box onto its goal in a 7x7 room; 40 turns.",
+        "Sokoban: push 1 box onto its goal in a 6x6 room; 30 turns.",
+        "Sokoban: push 2 boxes onto their goals in a 7x7 room; 60 turns.",
+    )
     register_tool_variant(
         "game:GuessTheNumber-v0",
         "xpgym.core.tools.python:PythonTool",
