@@ -6,7 +6,7 @@ so importing this package imports no env module.
 
 from __future__ import annotations
 
-from xpgym.envs import games
+from xpgym.envs import games, multiagent
 
 _registered = False
 
@@ -18,3 +18,4 @@ def register_builtin_envs() -> None:
         return
     _registered = True
     games.register_envs()
+    multiagent.register_envs()
