@@ -50,6 +50,7 @@ import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
+from xpgym.envs.games.presets import resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -218,17 +219,7 @@ class Game2048Env(Env[str]):
         max_turns: int | None = None,
         difficulty: str | None = None,
     ) -> None:
-        if difficulty is None:
-            presets = {None: _DEFAULT}
-        elif difficulty in DIFFICULTIES:
-            presets = {difficulty: DIFFICULTIES[difficulty]}
-        elif difficulty == "random":
-            presets = dict(DIFFICULTIES)
-        else:
-            raise ValueError(
-                f"difficulty must be None, 'random' or one of {sorted(DIFFICULTIES)}, "
-                f"got {difficulty!r}"
-            )
+        presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         self.difficulty = difficulty
         self._choices: list[tuple[str | None, Settings]] = [
             (name, _validated(preset, size, target, max_turns)) for name, preset in presets.items()

@@ -50,6 +50,7 @@ import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
+from xpgym.envs.games.presets import resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",
@@ -165,17 +166,7 @@ class MastermindEnv(Env[str]):
         max_turns: int | None = None,
         difficulty: str | None = None,
     ) -> None:
-        if difficulty is None:
-            presets = {None: _DEFAULT}
-        elif difficulty in DIFFICULTIES:
-            presets = {difficulty: DIFFICULTIES[difficulty]}
-        elif difficulty == "random":
-            presets = dict(DIFFICULTIES)
-        else:
-            raise ValueError(
-                f"difficulty must be None, 'random' or one of {sorted(DIFFICULTIES)}, "
-                f"got {difficulty!r}"
-            )
+        presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         self.difficulty = difficulty
         self._choices: list[tuple[str | None, Settings]] = [
             (name, _validated(preset, code_length, num_colors, max_turns))

@@ -54,6 +54,7 @@ from functools import lru_cache
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
+from xpgym.envs.games.presets import resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -167,17 +168,7 @@ class MinesweeperEnv(Env[str]):
         max_turns: int | None = None,
         difficulty: str | None = None,
     ) -> None:
-        if difficulty is None:
-            presets = {None: _DEFAULT}
-        elif difficulty in DIFFICULTIES:
-            presets = {difficulty: DIFFICULTIES[difficulty]}
-        elif difficulty == "random":
-            presets = dict(DIFFICULTIES)
-        else:
-            raise ValueError(
-                f"difficulty must be None, 'random' or one of {sorted(DIFFICULTIES)}, "
-                f"got {difficulty!r}"
-            )
+        presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         self.difficulty = difficulty
         self._choices: list[tuple[str | None, Settings]] = [
             (name, _validated(preset, rows, cols, mines, max_turns))

@@ -58,6 +58,7 @@ from collections import deque
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
+from xpgym.envs.games.presets import resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -172,17 +173,7 @@ class SokobanEnv(Env[str]):
         min_moves: int | None = None,
         difficulty: str | None = None,
     ) -> None:
-        if difficulty is None:
-            presets = {None: _DEFAULT}
-        elif difficulty in DIFFICULTIES:
-            presets = {difficulty: DIFFICULTIES[difficulty]}
-        elif difficulty == "random":
-            presets = dict(DIFFICULTIES)
-        else:
-            raise ValueError(
-                f"difficulty must be None, 'random' or one of {sorted(DIFFICULTIES)}, "
-                f"got {difficulty!r}"
-            )
+        presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         self.difficulty = difficulty
         overrides = (size, num_boxes, num_walls, pull_steps, max_turns, min_moves)
         self._choices: list[tuple[str | None, Settings]] = [

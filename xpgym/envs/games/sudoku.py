@@ -63,6 +63,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from xpgym.core.env import Env
+from xpgym.envs.games.presets import resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -348,17 +349,7 @@ class SudokuEnv(Env[str]):
         max_turns: int | None = None,
         difficulty: str | None = None,
     ) -> None:
-        if difficulty is None:
-            presets = {None: _DEFAULT}
-        elif difficulty in DIFFICULTIES:
-            presets = {difficulty: DIFFICULTIES[difficulty]}
-        elif difficulty == "random":
-            presets = dict(DIFFICULTIES)
-        else:
-            raise ValueError(
-                f"difficulty must be None, 'random' or one of {sorted(DIFFICULTIES)}, "
-                f"got {difficulty!r}"
-            )
+        presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         self.difficulty = difficulty
         self._choices: list[tuple[str | None, Settings]] = [
             (name, _validated(preset, size, givens, max_turns)) for name, preset in presets.items()

@@ -62,6 +62,7 @@ from importlib import resources
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
+from xpgym.envs.games.presets import resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",
@@ -179,17 +180,7 @@ class WordleEnv(Env[str]):
         difficulty: str | None = None,
         words: Iterable[str] | None = None,
     ) -> None:
-        if difficulty is None:
-            presets = {None: _DEFAULT}
-        elif difficulty in DIFFICULTIES:
-            presets = {difficulty: DIFFICULTIES[difficulty]}
-        elif difficulty == "random":
-            presets = dict(DIFFICULTIES)
-        else:
-            raise ValueError(
-                f"difficulty must be None, 'random' or one of {sorted(DIFFICULTIES)}, "
-                f"got {difficulty!r}"
-            )
+        presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         vocabulary = load_words() if words is None else tuple(words)
         for word in vocabulary:
             if not isinstance(word, str) or not _LETTERS.fullmatch(word):
