@@ -1,7 +1,7 @@
 r"""Benchmark xpgym against GEM (gem-llm==0.1.0) on the same workloads, in one run.
 
 Usage:
-    python scripts/bench_vs_gem.py                 # full run (about 5 minutes on 2 cores)
+    python scripts/bench_vs_gem.py                 # full run (about 7 minutes on 2 cores)
     python scripts/bench_vs_gem.py --quick         # smoke run: 10x fewer steps, 3 repeats
     python scripts/bench_vs_gem.py --no-gem        # xpgym only (no GEM virtualenv needed)
 
