@@ -79,6 +79,7 @@ def test_list_json_parses_to_id_description_entry_point_and_kwargs():
         "description": xpgym.spec("game:GuessTheNumber-v0-easy").description,
         "entry_point": "xpgym.envs.games.guess_the_number:GuessTheNumberEnv",
         "kwargs": {"difficulty": "easy"},
+        "requires_download": False,
     }
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from xpgym.envs.catalogue import (
+    DOWNLOAD_NOTE,
     TABLE_END,
     TABLE_START,
     EnvRow,
@@ -76,6 +77,13 @@ def test_script_exits_2_without_markers(tmp_path):
 def test_render_escapes_pipes_in_descriptions():
     table = render_env_table([EnvRow("game:X-v0", "a | b", "m:X", {})])
     assert table.splitlines()[-1] == "| `game:X-v0` | a \\| b | `m:X` |"
+
+
+def test_render_marks_ids_that_download_data():
+    rows = [EnvRow("math:X-v0", "hub set", "m:X", {}, requires_download=True)]
+    assert render_env_table(rows).splitlines()[-1] == (
+        f"| `math:X-v0` | hub set{DOWNLOAD_NOTE} | `m:X` |"
+    )
 
 
 def test_render_lists_one_row_per_id_under_a_header():

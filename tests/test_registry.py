@@ -156,6 +156,14 @@ def test_spec_pickles():
     assert pickle.loads(pickle.dumps(env_spec)) == env_spec
 
 
+def test_requires_download_is_metadata_not_an_env_kwarg():
+    env_spec = register("game:Toy-v0", TOY, requires_download=True, episode_length=3)
+    assert env_spec.requires_download
+    assert dict(env_spec.kwargs) == {"episode_length": 3}
+    assert pickle.loads(pickle.dumps(env_spec)).requires_download
+    assert not register("game:Toy-v1", TOY).requires_download
+
+
 def test_entry_point_name_of_a_callable_is_module_and_qualname():
     assert register("game:Toy-v0", ToyEnv).entry_point_name() == "toy_envs:ToyEnv"
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 
-from xpgym.envs.catalogue import EnvRow, env_rows
+from xpgym.envs.catalogue import DOWNLOAD_NOTE, EnvRow, env_rows
 
 __all__ = ["build_parser", "main"]
 
@@ -141,7 +141,14 @@ def _serve_command(args: argparse.Namespace) -> int:
 
 def _text_table(rows: list[EnvRow]) -> str:
     table = [("ID", "DESCRIPTION", "ENTRY POINT")]
-    table += [(row.id, row.description or "-", row.entry_point) for row in rows]
+    table += [
+        (
+            row.id,
+            (row.description or "-") + (DOWNLOAD_NOTE if row.requires_download else ""),
+            row.entry_point,
+        )
+        for row in rows
+    ]
     widths = [max(len(line[i]) for line in table) for i in range(2)]
     return "\n".join(
         f"{env_id:<{widths[0]}}  {description:<{widths[1]}}  {entry_point}"

@@ -64,18 +64,31 @@ class EnvSpec:
         entry_point: ``"module:Attr"`` (imported lazily) or a callable returning an `Env`.
         kwargs: Keyword arguments passed to the entry point (callers' kwargs override them).
         description: One line for listings and the README table (empty if not given).
+        requires_download: Making or resetting the env fetches data over the network (a
+            Hugging Face hub dataset, say) unless it is already cached. Offline checks
+            (golden transcripts, conformance tests) skip such ids.
     """
 
     id: str
     entry_point: str | Callable[..., Env]
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     description: str = ""
+    requires_download: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
 
     def __reduce__(self) -> tuple[Any, ...]:  # MappingProxyType does not pickle
-        return (EnvSpec, (self.id, self.entry_point, dict(self.kwargs), self.description))
+        return (
+            EnvSpec,
+            (
+                self.id,
+                self.entry_point,
+                dict(self.kwargs),
+                self.description,
+                self.requires_download,
+            ),
+        )
 
     @property
     def _parts(self) -> re.Match[str]:
@@ -119,6 +132,7 @@ def register(
     *,
     override: bool = False,
     description: str = "",
+    requires_download: bool = False,
     **kwargs: Any,
 ) -> EnvSpec:
     """Register an env id.
@@ -128,6 +142,7 @@ def register(
         entry_point: ``"module:Attr"`` or a callable returning an `Env`.
         override: Replace an existing registration instead of raising.
         description: One-line summary for listings.
+        requires_download: The env fetches data from the network when made (see `EnvSpec`).
         **kwargs: Default keyword arguments for the entry point.
 
     Raises:
@@ -146,7 +161,13 @@ def register(
     if (id in registry or id in _aliases) and not override:
         raise ValueError(f"env id {id!r} is already registered; pass override=True to replace it")
     _aliases.pop(id, None)
-    env_spec = EnvSpec(id=id, entry_point=entry_point, kwargs=kwargs, description=description)
+    env_spec = EnvSpec(
+        id=id,
+        entry_point=entry_point,
+        kwargs=kwargs,
+        description=description,
+        requires_download=requires_download,
+    )
     registry[id] = env_spec
     return env_spec
 

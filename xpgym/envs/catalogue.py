@@ -13,6 +13,7 @@ from typing import Any
 from xpgym.core.registry import list_envs, spec
 
 __all__ = [
+    "DOWNLOAD_NOTE",
     "TABLE_END",
     "TABLE_START",
     "EnvRow",
@@ -23,16 +24,19 @@ __all__ = [
 
 TABLE_START = "<!-- env-table:start -->"
 TABLE_END = "<!-- env-table:end -->"
+DOWNLOAD_NOTE = " (downloads its data on first use)"
 
 
 @dataclass(frozen=True)
 class EnvRow:
-    """One registered id as listed: its description, entry point and default kwargs."""
+    """One registered id as listed: its description, entry point, default kwargs and whether
+    making it downloads data."""
 
     id: str
     description: str
     entry_point: str
     kwargs: dict[str, Any]
+    requires_download: bool = False
 
 
 def env_rows(pattern: str | None = None) -> list[EnvRow]:
@@ -46,6 +50,7 @@ def env_rows(pattern: str | None = None) -> list[EnvRow]:
                 description=env_spec.description,
                 entry_point=env_spec.entry_point_name(),
                 kwargs=dict(env_spec.kwargs),
+                requires_download=env_spec.requires_download,
             )
         )
     return rows
@@ -54,13 +59,16 @@ def env_rows(pattern: str | None = None) -> list[EnvRow]:
 def render_env_table(rows: list[EnvRow] | None = None) -> str:
     """A Markdown table (id, description, entry point) of `rows`, default every registered id.
 
+    Ids that download data have `DOWNLOAD_NOTE` after their description.
+
     Returns:
         The table's lines joined by ``"\\n"``, with no trailing newline.
     """
     rows = env_rows() if rows is None else rows
     lines = ["| Id | Description | Entry point |", "| --- | --- | --- |"]
     for row in rows:
-        cells = (f"`{row.id}`", row.description, f"`{row.entry_point}`")
+        description = row.description + (DOWNLOAD_NOTE if row.requires_download else "")
+        cells = (f"`{row.id}`", description, f"`{row.entry_point}`")
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines)
 
