@@ -1,4 +1,4 @@
-r"""A tiny chat language model built locally, for CPU demos and tests: no download, no pretraining.
+r"""A tiny chat language model built locally for CPU demos and tests: no download, random init.
 
 Two builders:
 
@@ -14,6 +14,12 @@ Two builders:
 
 Both are deterministic: the same arguments give the same vocabulary and the same weights.
 torch and transformers are imported inside the functions, so importing this module is cheap.
+
+The model knows nothing at first. In the CPU demo (``docs/demo.md``) it is first
+trained as a plain language model on transcripts of episodes played by the env's random
+policy (every token: observations and the random guesses), which teaches it the action
+format and how the feedback text relates to the guesses without showing it any strategy;
+RL then has to find the strategy.
 """
 
 from __future__ import annotations
