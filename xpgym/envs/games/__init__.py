@@ -99,6 +99,20 @@ def register_envs() -> None:
         "Sokoban: push 1 box onto its goal in a 6x6 room; 30 turns.",
         "Sokoban: push 2 boxes onto their goals in a 7x7 room; 60 turns.",
     )
+    _register_presets(
+        "WordSearch",
+        "xpgym.envs.games.word_search:WordSearchEnv",
+        "Find 5 hidden words (E, S, SE, NE) in an 8x8 letter grid; 15 turns.",
+        "Find 3 hidden words (E, S) in a 6x6 letter grid; 10 turns.",
+        "Find 7 hidden words (all 8 directions) in a 10x10 letter grid; 20 turns.",
+    )
+    _register_presets(
+        "Crosswords",
+        "xpgym.envs.games.crosswords:CrosswordsEnv",
+        "Crossword of 5 words (5-7 letters) with anagram clues and first letters; 15 turns.",
+        "Crossword of 3 words (4-5 letters) with anagram clues and first letters; 9 turns.",
+        "Crossword of 7 words (6-8 letters) with anagram clues only; 21 turns.",
+    )
     register_tool_variant(
         "game:GuessTheNumber-v0",
         "xpgym.core.tools.python:PythonTool",
