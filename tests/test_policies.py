@@ -441,11 +441,21 @@ def test_openai_retries_refused_connections_then_fails_clearly():
     [b"<html>not json</html>", {"choices": []}, {"object": "chat.completion"}, {"choices": [{}]}],
     ids=["not-json", "no-choice", "no-choices-key", "no-message"],
 )
-def test_openai_malformed_responses_raise_without_retrying(serve, body):
+def test_openai_malformed_responses_are_retried_then_raise(serve, body):
     server = serve(lambda _, n: Reply(body=body))
-    with client(server) as policy, pytest.raises(PolicyError, match="malformed response"):
+    with (
+        client(server, max_retries=2) as policy,
+        pytest.raises(PolicyError, match=r"after 3 attempts.*malformed response"),
+    ):
         policy.generate(["a"])
-    assert len(server.requests) == 1
+    assert len(server.requests) == 3
+
+
+def test_openai_a_malformed_response_then_a_good_one_succeeds(serve):
+    server = serve(lambda _, n: Reply(body=b"<html>502</html>" if n == 0 else completion("ok")))
+    with client(server, max_retries=1) as policy:
+        assert policy.generate(["a"])[0].text == "ok"
+    assert len(server.requests) == 2
 
 
 def test_openai_client_errors_raise_without_retrying(serve):

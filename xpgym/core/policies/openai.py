@@ -35,8 +35,9 @@ Errors and retries:
 * HTTP 400 whose body mentions the context length (``context_length_exceeded``, "maximum
   context length") raises `ContextLengthError` at once (the collector ends that episode as
   truncated); any other 4xx raises `PolicyError` at once, with the start of the body.
-* An HTTP 200 whose body is not JSON or lacks ``choices[0].message`` raises `PolicyError`
-  ("malformed response") at once.
+* An HTTP 200 whose body is not JSON or lacks ``choices[0].message`` ("malformed response":
+  a proxy's error page, a body cut short) is retried like a 5xx; after the last attempt
+  `PolicyError` names it.
 
 `timeout` bounds each socket operation (connect, each read), not the whole request.
 
@@ -288,7 +289,7 @@ class OpenAIPolicy:
                 if entries is not None:
                     logprobs = [float(entry["logprob"]) for entry in entries]
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-            raise PolicyError(
+            raise _RetryableError(
                 f"malformed response from {self.url} ({type(exc).__name__}: {exc}); "
                 f"expected chat completions JSON with choices[0].message, got "
                 f"{data[:200].decode('utf-8', errors='replace')!r}"
