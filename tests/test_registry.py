@@ -298,6 +298,13 @@ def test_make_records_caller_kwargs_in_the_spec():
     assert spec("game:GuessTheNumber-v0-easy").kwargs == {"difficulty": "easy"}
 
 
+def test_caller_kwargs_keep_the_specs_metadata():
+    register("game:Toy-v0", TOY, description="toy", requires_download=True, episode_length=3)
+    env = make("game:Toy-v0", episode_length=5)
+    assert env.spec.kwargs["episode_length"] == 5
+    assert (env.spec.description, env.spec.requires_download) == ("toy", True)
+
+
 def test_caller_kwargs_override_the_spec_kwargs():
     register("game:Toy-v0", TOY, episode_length=3)
     assert make("game:Toy-v0", episode_length=8).episode_length == 8

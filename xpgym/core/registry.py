@@ -4,12 +4,17 @@ Ids have the form ``category:Name-vN[-variant]``, e.g. ``game:GuessTheNumber-v0-
 A change of behaviour gets a new version number; a renamed id can stay reachable through
 `register_alias`, which warns once with `DeprecationWarning`.
 
+A *family* (`register_family`) is a whole category whose ids are enumerated lazily, e.g. the
+``rg:`` ids, one per task of the optional package ``reasoning_gym``: its specs are built the
+first time one of its ids is looked up, or listed with a pattern that names the category.
+
 Entry points are given as ``"package.module:Attr"`` strings and imported only when an env
 is made, so registering hundreds of envs costs no imports.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import functools
@@ -38,6 +43,7 @@ __all__ = [
     "make_vec",
     "register",
     "register_alias",
+    "register_family",
     "registry",
     "spec",
 ]
@@ -124,6 +130,8 @@ registry: dict[str, EnvSpec] = {}
 
 _aliases: dict[str, str] = {}
 _warned_aliases: set[str] = set()
+_families: dict[str, str | Callable[[], Iterable[EnvSpec]]] = {}
+_family_specs: dict[str, dict[str, EnvSpec]] = {}
 
 
 def register(
@@ -181,6 +189,50 @@ def register_alias(old_id: str, new_id: str) -> None:
     _aliases[old_id] = new_id
 
 
+def register_family(
+    category: str, specs: str | Callable[[], Iterable[EnvSpec]], *, override: bool = False
+) -> None:
+    """Register a family: the ids of `category` that `specs` enumerates, built lazily.
+
+    `specs` is called (imported first when it is a ``"module:function"`` string) at most
+    once per process, when an id ``"<category>:..."`` that is not in `registry` is looked up
+    (`make`, `spec`, `make_vec`) or when `list_envs` gets a pattern containing
+    ``"<category>:"`` (e.g. ``"rg:*"``; the command line's ``xpgym list rg:``). Nothing is
+    imported before that, so a family can list the tasks of an optional package without
+    making ``import xpgym`` import it. The trade-off: `list_envs()` without a pattern, other
+    patterns (``"*letter*"``) and the README table do not show the family's ids. Ids in
+    `registry` take precedence over the family's. If `specs` raises (e.g. `ImportError` for
+    a missing package), the error propagates and the next lookup calls it again.
+
+    Args:
+        category: The ids' category, the part before ``":"`` (e.g. ``"rg"``).
+        specs: Returns the family's `EnvSpec`s; each id must be a valid id of `category`.
+        override: Replace an existing family of the same category instead of raising.
+
+    Raises:
+        ValueError: `category` is malformed or already has a family and `override` is false.
+    """
+    if not re.fullmatch(r"[a-z][a-z0-9_]*", category):
+        raise ValueError(f"family category {category!r} must match [a-z][a-z0-9_]*")
+    if category in _families and not override:
+        raise ValueError(f"a family for {category!r} is registered; pass override=True")
+    _families[category] = specs
+    _family_specs.pop(category, None)
+
+
+def _family(category: str) -> dict[str, EnvSpec]:
+    """The specs of `category`'s family by id (built on first use, then cached)."""
+    if category not in _family_specs:
+        specs: dict[str, EnvSpec] = {}
+        for env_spec in load_entry_point(_families[category])():
+            match = ENV_ID_PATTERN.match(env_spec.id)
+            if match is None or match["category"] != category:
+                raise ValueError(f"family {category!r} produced the id {env_spec.id!r}")
+            specs[env_spec.id] = env_spec
+        _family_specs[category] = specs
+    return _family_specs[category]
+
+
 def _resolve(env_id: str) -> str:
     if env_id in _aliases:
         new_id = _aliases[env_id]
@@ -217,6 +269,12 @@ def _lookup(env_id: str) -> EnvSpec:
     if not isinstance(env_id, str):
         raise TypeError(f"env id must be a str, got {type(env_id).__name__}")
     known = list(registry) + list(_aliases)
+    category = env_id.partition(":")[0]
+    if category in _families:
+        family = _family(category)
+        if env_id in family:
+            return family[env_id]
+        known += list(family)
     close = difflib.get_close_matches(env_id, known, n=3, cutoff=0.6)
     if not close:  # e.g. 'game:GuessTheNumber' without version: match on the prefix
         close = sorted(k for k in known if k.lower().startswith(env_id.lower()))[:3]
@@ -292,7 +350,7 @@ def make_from_spec(env_spec: EnvSpec, **kwargs: Any) -> Env | MultiAgentEnv:
             f"{type(env).__name__}, not an xpgym Env or MultiAgentEnv"
         )
     if kwargs:
-        env_spec = EnvSpec(env_spec.id, env_spec.entry_point, merged, env_spec.description)
+        env_spec = dataclasses.replace(env_spec, kwargs=merged)
     env.spec = env_spec
     return env
 
@@ -369,8 +427,15 @@ def make_vec(
 
 
 def list_envs(pattern: str | None = None, *, include_aliases: bool = False) -> list[str]:
-    """Registered ids, sorted, optionally filtered by a glob (``"game:*"``, ``"*-easy"``)."""
-    ids: Iterable[str] = registry
+    """Registered ids, sorted, optionally filtered by a glob (``"game:*"``, ``"*-easy"``).
+
+    A family's ids (`register_family`) are included only when `pattern` contains
+    ``"<category>:"``, e.g. ``"rg:*"``.
+    """
+    ids = set(registry)
     if include_aliases:
-        ids = [*registry, *_aliases]
+        ids.update(_aliases)
+    for category in _families:
+        if pattern is not None and f"{category}:" in pattern:
+            ids.update(_family(category))
     return sorted(i for i in ids if pattern is None or fnmatch.fnmatchcase(i, pattern))

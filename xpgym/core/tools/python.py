@@ -9,7 +9,9 @@ no host files, nothing kept between calls). Unlike GEM's ``PythonCodeTool``, not
 re-run on ``NameError`` and nothing is checked against a keyword blocklist: the sandbox,
 not the text of the code, is what keeps the host safe.
 
-Observation (what the model sees), at most `max_output_chars` characters per stream:
+Observation (what the model sees), at most `max_output_chars` characters per stream (a
+longer stream keeps its start and end around a line ``...[N characters cut]...``, see
+`xpgym.core.text.shorten_middle`):
 
 * success without stderr: the program's stdout, or ``(no output)``;
 * otherwise: stdout (if any), then ``stderr:`` and the stderr (if any; only its last line
@@ -28,6 +30,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+from xpgym.core.text import shorten_middle
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import function_schema, parse_call
 from xpgym.core.tools.sandbox import (
@@ -42,6 +45,8 @@ from xpgym.core.tools.sandbox import (
 __all__ = ["PythonTool"]
 
 logger = logging.getLogger(__name__)
+
+_CUT_MARKER: Final = "\n...[{cut} characters cut]...\n"  # see xpgym.core.text.shorten_middle
 
 _PARAMETERS: Final = {
     "type": "object",
@@ -151,12 +156,12 @@ class PythonTool(Tool):
 
     def format_observation(self, result: SandboxResult) -> str:
         """The text the model sees for `result` (see the module docstring)."""
-        stdout = self._shorten(result.stdout)
+        stdout = shorten_middle(result.stdout, self.max_output_chars, marker=_CUT_MARKER)
         stderr = result.stderr
         if self.stderr_last_line_only:
             lines = [line for line in stderr.splitlines() if line.strip()]
             stderr = lines[-1] + "\n" if lines else ""
-        stderr = self._shorten(stderr)
+        stderr = shorten_middle(stderr, self.max_output_chars, marker=_CUT_MARKER)
         if result.ok and not stderr:
             return stdout if stdout else "(no output)"
         parts = []
@@ -183,17 +188,6 @@ class PythonTool(Tool):
         if result.exit_code is not None:
             return f"exit code {result.exit_code}"
         return "the program was stopped"
-
-    def _shorten(self, text: str) -> str:
-        """`text` if short enough, else its start and end around a note of what was cut."""
-        limit = self.max_output_chars
-        if len(text) <= limit:
-            return text
-        room = limit - len(f"\n...[{len(text)} characters cut]...\n")  # the longest note
-        head = room * 2 // 3
-        tail = room - head
-        note = f"\n...[{len(text) - head - tail} characters cut]...\n"
-        return text[:head] + note + text[len(text) - tail :]
 
     def __repr__(self) -> str:
         return f"PythonTool(limits={self.limits!r})"

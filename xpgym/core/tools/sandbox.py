@@ -638,6 +638,7 @@ def _bwrap_mount_args(host_paths: Sequence[str]) -> list[str]:
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += ["--ro-bind", path, path]
+    args += ["--perms", "0755", "--dir", "/etc"]  # else made 0700: unreadable as nobody
     for path in ("/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d", "/etc/alternatives"):
         args += ["--ro-bind-try", path, path]
     prefix = _interpreter_prefix()

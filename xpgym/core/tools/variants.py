@@ -121,6 +121,8 @@ def register_tool_variant(
         **wrapper_kwargs: `ToolEnvWrapper` options (``max_tool_calls``,
             ``tool_call_reward``, ...), checked now.
 
+    The variant inherits the base's `EnvSpec.requires_download`.
+
     Returns:
         The registered `EnvSpec`.
 
@@ -140,6 +142,7 @@ def register_tool_variant(
         _ENTRY_POINT,
         override=override,
         description=description,
+        requires_download=base.requires_download,
         base_id=base.id,
         base_entry_point=base.entry_point,
         base_kwargs=dict(base.kwargs),
