@@ -20,5 +20,5 @@ fi
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
 "$venv/bin/python" -m pip install --quiet torch==2.13.0
-"$venv/bin/python" -m pip install --quiet -e ".[dev,tools,mcp,remote,ray]"
+"$venv/bin/python" -m pip install --quiet -e ".[dev,envs,vision,eval,tools,mcp,remote,ray]"
 echo "xpgym is installed in $venv; activate it with: . $venv/bin/activate"

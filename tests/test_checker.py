@@ -20,14 +20,59 @@ from xpgym.core.checker import CheckError, check_env, check_multiagent_env
 from xpgym.core.env import Env, Wrapper
 from xpgym.core.multiagent import MultiAgentEnv
 
+OFFLINE_IDS = [i for i in xpgym.list_envs() if not xpgym.spec(i).requires_download]
 
-@pytest.mark.parametrize("env_id", xpgym.list_envs())
-def test_every_registered_env_passes_its_checker(env_id):
+
+@pytest.mark.parametrize("env_id", OFFLINE_IDS)
+def test_every_offline_env_passes_its_checker(env_id):
     env = xpgym.make(env_id)
     if isinstance(env, MultiAgentEnv):
         check_multiagent_env(env)
     else:
         check_env(env)
+
+
+# Texts a model may write that have broken parsers before: empty, whitespace, unclosed and
+# nested tags, every answer format the catalogue reads, control characters, huge input.
+HOSTILE_ACTIONS = [
+    "",
+    " \n\t ",
+    "\\boxed{",
+    "\\boxed{}",
+    "\\boxed{\\boxed{1}}",
+    "\\boxed{" + "9" * 5000 + "}",
+    "\\boxed{-1e309} \\boxed{nan}",
+    "<answer></answer><answer>",
+    "<tool_call>{</tool_call>",
+    '<tool_call>{"name": "x", "arguments": 1}</tool_call>',
+    "<bash>",
+    "```python\nwhile True: pass",
+    "```\n```",
+    "\x00\x1b[2J\udcff",
+    "🙂" * 1000,
+    "x" * 200_000,
+]
+
+
+@pytest.mark.parametrize("env_id", OFFLINE_IDS)
+def test_every_offline_env_takes_hostile_text_without_raising(env_id):
+    env = xpgym.make(env_id)
+    multiagent = isinstance(env, MultiAgentEnv)
+    for index, action in enumerate(HOSTILE_ACTIONS):
+        if index % 4 == 0:  # a fresh episode now and then, so later texts meet turn 1 too
+            env.reset(seed=index)
+        if multiagent:
+            active = env.agent_selector.active_agents()
+            _, rewards, *_ = env.step({agent: action for agent in active})
+            assert all(np.isfinite(r) for r in rewards.values())
+            done = not env.agents
+        else:
+            _, reward, terminated, truncated, _ = env.step(action)
+            assert np.isfinite(reward)
+            done = terminated or truncated
+        if done:
+            env.reset(seed=index)
+    env.close()
 
 
 def test_toy_env_passes():

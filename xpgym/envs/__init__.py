@@ -6,7 +6,7 @@ so importing this package imports no env module.
 
 from __future__ import annotations
 
-from xpgym.envs import games, multiagent
+from xpgym.envs import code, games, math, multiagent, qa, reasoning_gym, terminal, vision
 
 _registered = False
 
@@ -19,3 +19,9 @@ def register_builtin_envs() -> None:
     _registered = True
     games.register_envs()
     multiagent.register_envs()
+    math.register_envs()
+    vision.register_envs()
+    code.register_envs()
+    terminal.register_envs()
+    qa.register_envs()
+    reasoning_gym.register_envs()
