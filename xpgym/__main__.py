@@ -4,6 +4,8 @@ Commands:
     list [PATTERN] [--json]   Registered env ids with description and entry point.
     serve --env GLOB [--port N] ...
                               Serve envs over HTTP (see `xpgym.remote.server`).
+    eval --env GLOB --model SPEC [--episodes N] [--samples K] ...
+                              Evaluate a model on envs (see `xpgym.eval`, docs/eval.md).
 
 Output goes through `sys.stdout.write` (the project's lint forbids `print` in the package).
 """
@@ -51,6 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     listing.set_defaults(func=_list_command)
     _add_serve_parser(commands)
+    _add_eval_parser(commands)
     return parser
 
 
@@ -96,9 +99,95 @@ def _add_serve_parser(commands: argparse._SubParsersAction) -> None:
     serving.set_defaults(func=_serve_command)
 
 
+def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
+    evaluating = commands.add_parser(
+        "eval",
+        help="evaluate a model on envs",
+        description="Play N seeds x K samples of each env with a model; write per-episode "
+        "JSONL transcripts, a summary table (success, return, turns, Pass@k, invalid actions, "
+        "tokens) as JSON and a PNG. Re-running with the same --out resumes. See docs/eval.md.",
+    )
+    evaluating.add_argument(
+        "--env",
+        action="append",
+        required=True,
+        metavar="ID_OR_GLOB",
+        help="env id, or glob over ids (e.g. 'game:*-easy'); repeatable",
+    )
+    evaluating.add_argument(
+        "--model",
+        metavar="SPEC",
+        help="model under test: http(s)://HOST:PORT/v1#SERVED_MODEL (OpenAI-compatible), "
+        "vllm:PATH, a local transformers path or hub id, or 'random'/'scripted' (the env's "
+        "sample_random_action)",
+    )
+    evaluating.add_argument(
+        "--agent-model",
+        action="append",
+        default=[],
+        type=_agent_model,
+        metavar="AGENT=SPEC",
+        help="model of one agent of multi-agent envs (others use --model); repeatable",
+    )
+    evaluating.add_argument(
+        "--episodes", type=int, default=10, help="seeds per env (default %(default)s)"
+    )
+    evaluating.add_argument("--seed", type=int, default=0, help="first seed (default %(default)s)")
+    evaluating.add_argument(
+        "--samples", type=int, default=1, help="episodes per seed, for Pass@k (default 1)"
+    )
+    evaluating.add_argument(
+        "--temperature", type=float, default=0.0, help="0 decodes greedily (default 0)"
+    )
+    evaluating.add_argument("--top-p", type=float, default=1.0, help="nucleus mass (default 1)")
+    evaluating.add_argument(
+        "--max-new-tokens", type=int, default=256, help="tokens per turn (default %(default)s)"
+    )
+    evaluating.add_argument("--max-turns", type=int, default=None, help="turns per episode")
+    evaluating.add_argument("--system-prompt", default=None, help="system message")
+    evaluating.add_argument(
+        "--concurrency", type=int, default=8, help="episodes in flight (default %(default)s)"
+    )
+    evaluating.add_argument(
+        "--out",
+        default=None,
+        metavar="DIR",
+        help="output directory; an existing run there is resumed (default results/eval/<UTC time>)",
+    )
+    evaluating.add_argument(
+        "--retry-failed", action="store_true", help="re-run episodes recorded as failed"
+    )
+    evaluating.add_argument(
+        "--allow-download", action="store_true", help="include ids that download data"
+    )
+    evaluating.add_argument(
+        "--api-key-env",
+        default="OPENAI_API_KEY",
+        metavar="NAME",
+        help="environment variable holding the API key of URL models (default %(default)s)",
+    )
+    evaluating.add_argument(
+        "--timeout", type=float, default=60.0, help="seconds per HTTP read (default 60)"
+    )
+    evaluating.add_argument(
+        "--max-retries", type=int, default=5, help="retries per HTTP request (default 5)"
+    )
+    evaluating.add_argument(
+        "--retry-backoff",
+        type=float,
+        default=0.5,
+        help="seconds before the first HTTP retry, doubling each retry (default 0.5)",
+    )
+    evaluating.add_argument("--device", default=None, help="device of local models")
+    evaluating.add_argument("--log-level", default="warning", help="log level (default warning)")
+    evaluating.set_defaults(func=_eval_command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default `sys.argv[1:]`); return the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     return args.func(args)
 
 
@@ -137,6 +226,69 @@ def _serve_command(args: argparse.Namespace) -> int:
         threads=args.threads,
     )
     return 0
+
+
+def _agent_model(text: str) -> tuple[str, str]:
+    agent, sep, model = text.partition("=")
+    if not sep or not agent or not model:
+        raise argparse.ArgumentTypeError(f"expected AGENT=SPEC, got {text!r}")
+    return agent, model
+
+
+def _eval_command(args: argparse.Namespace) -> int:
+    from xpgym.core.registry import UnknownEnvError
+    from xpgym.eval import report
+    from xpgym.eval.runner import EvalConfig, Evaluation, default_out_dir
+
+    logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
+    try:
+        config = EvalConfig(
+            envs=args.env,
+            out=args.out or default_out_dir(),
+            model=args.model,
+            agent_models=dict(args.agent_model),
+            episodes=args.episodes,
+            seed=args.seed,
+            samples=args.samples,
+            temperature=args.temperature,
+            top_p=args.top_p,
+            max_new_tokens=args.max_new_tokens,
+            max_turns=args.max_turns,
+            system_prompt=args.system_prompt,
+            concurrency=args.concurrency,
+            retry_failed=args.retry_failed,
+            allow_download=args.allow_download,
+            api_key_env=args.api_key_env,
+            timeout=args.timeout,
+            max_retries=args.max_retries,
+            retry_backoff=args.retry_backoff,
+            device=args.device,
+            command=["xpgym", *args.argv],
+        )
+        evaluation = Evaluation(config)
+        done = len(evaluation.keys) - len(evaluation.pending)
+        if done:
+            sys.stderr.write(
+                f"resuming {evaluation.out_dir}: {done} of {len(evaluation.keys)} episodes "
+                "already recorded\n"
+            )
+        with report.progress_bar(len(evaluation.pending)) as advance:
+            evaluation.run(on_record=advance)
+    # bad settings, unknown ids, a missing backend, a model or env that does not load
+    except (ValueError, UnknownEnvError, ImportError, OSError) as exc:
+        sys.stderr.write(f"xpgym eval: error: {exc}\n")
+        return 2
+    summary = evaluation.summarize()
+    sys.stdout.write(report.format_table(summary.rows) + "\n")
+    sys.stderr.write(
+        f"{summary.completed} of {summary.planned} episodes completed, {summary.failed} "
+        f"failed; wrote {evaluation.episodes_path}, "
+        + ", ".join(str(path) for path in summary.files)
+        + "\n"
+    )
+    if summary.failed:
+        sys.stderr.write("re-run with the same --out and --retry-failed to retry the failed ones\n")
+    return 1 if summary.failed else 0
 
 
 def _text_table(rows: list[EnvRow]) -> str:

@@ -1,0 +1,228 @@
+"""Playing one planned episode and turning it into a record (see `xpgym.eval.records`).
+
+`EpisodePlayer.play(key)` takes an env from the key's `EnvPool`, plays the episode with the
+policies of its agents and returns the record and its JSONL line; anything the episode
+raises becomes a ``"failed"`` record instead (see `xpgym.eval.runner`).
+
+* Single-agent ids: a one-env `SyncVectorEnv` (autoreset disabled) and `RolloutCollector`
+  with ``collect(1, seed=seed)``; the reset seed is ``derive_seeds(seed, 1)[0]``. An env step
+  that failed (``info["error"]`` in the last turn) fails the episode.
+* Multi-agent ids: `xpgym.eval.multiagent.play_multiagent` with the same reset seed.
+
+Each agent's policy is wrapped in a `TimedPolicy` (per-request latencies go to the record);
+the specs ``random``/``scripted`` get a `RandomPolicy` bound to the episode's env.
+"""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from xpgym.core.multiagent import MultiAgentEnv
+from xpgym.core.policies import ConcurrentPolicy
+from xpgym.core.registry import make
+from xpgym.core.rollout import RolloutCollector
+from xpgym.core.vector.base import AutoresetMode, derive_seeds
+from xpgym.core.vector.sync import SyncVectorEnv
+from xpgym.eval.metrics import episode_result
+from xpgym.eval.models import ModelSpec
+from xpgym.eval.multiagent import play_multiagent
+from xpgym.eval.policy_adapters import RandomPolicy, TimedPolicy
+from xpgym.eval.records import EpisodeKey, to_line
+from xpgym.eval.secrets import mask
+
+__all__ = ["EnvPool", "EpisodePlayer", "PlaySettings"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlaySettings:
+    """What every episode of a run shares: the turn limit and the system prompt."""
+
+    max_turns: int | None = None
+    system_prompt: str | None = None
+
+
+class EpisodePlayer:
+    """Plays planned episodes (from any thread) and returns their records.
+
+    Args:
+        settings: The run's turn limit and system prompt.
+        models: ``{(env_id, agent or None): model spec}``.
+        specs: The parsed specs of `models`' values.
+        policies: The shared policy of every spec that is not of kind ``"env"``.
+        pools: An `EnvPool` per env id.
+        secrets: Values to mask in recorded errors.
+    """
+
+    def __init__(
+        self,
+        settings: PlaySettings,
+        models: Mapping[tuple[str, str | None], str],
+        specs: Mapping[str, ModelSpec],
+        policies: Mapping[str, ConcurrentPolicy],
+        pools: Mapping[str, EnvPool],
+        secrets: Sequence[str],
+    ) -> None:
+        self.settings = settings
+        self.models = models
+        self.specs = specs
+        self.policies = policies
+        self.pools = pools
+        self.secrets = list(secrets)
+
+    def play(self, key: EpisodeKey) -> tuple[dict[str, Any], str]:
+        """``(record, JSONL line)``; a failure gives a ``"failed"`` record, never raises."""
+        env_id, seed, sample = key
+        started = datetime.datetime.now(datetime.timezone.utc)
+        start = time.perf_counter()
+        record: dict[str, Any] = {
+            "env_id": env_id,
+            "seed": seed,
+            "sample": sample,
+            "status": "ok",
+            "error": None,
+            "started_at": started.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "seconds": 0.0,
+            "results": [],
+            "episode": None,
+            "transcript": None,
+        }
+        try:
+            pool = self.pools[env_id]
+            env = pool.get()
+            try:
+                if pool.agents is None:
+                    self._play_single(env, key, record)
+                else:
+                    self._play_multiagent(env, key, record)
+            finally:
+                pool.put(env)
+            record["seconds"] = round(time.perf_counter() - start, 4)
+            return record, to_line(record)
+        except Exception as exc:  # the episode failed; the run goes on
+            error = mask(f"{type(exc).__name__}: {exc}", self.secrets)
+            logger.warning("%s seed %d sample %d failed: %s", env_id, seed, sample, error)
+            record.update(
+                status="failed",
+                error=error,
+                seconds=round(time.perf_counter() - start, 4),
+                results=[],
+                episode=None,
+                transcript=None,
+            )
+            return record, to_line(record)
+
+    def _policy(self, model: str, sample: Callable[[], str]) -> TimedPolicy:
+        if self.specs[model].kind == "env":
+            return TimedPolicy(RandomPolicy(sample))
+        return TimedPolicy(self.policies[model])
+
+    def _play_single(self, vec: SyncVectorEnv, key: EpisodeKey, record: dict[str, Any]) -> None:
+        env_id, seed, _ = key
+        model = self.models[env_id, None]
+        policy = self._policy(model, lambda: vec.call("sample_random_action")[0])
+        collector = RolloutCollector(
+            vec,
+            policy,
+            max_turns=self.settings.max_turns,
+            system_prompt=self.settings.system_prompt,
+        )
+        (episode,) = collector.collect(1, seed=seed)
+        error = episode.turns[-1].info.get("error") if episode.turns else None
+        if error is not None:
+            raise RuntimeError(f"the env failed: {error}")
+        result = episode_result(episode)
+        for turn in episode.turns:  # the transcript keeps text; ids are for training
+            turn.prompt_ids = turn.response_ids = turn.response_logprobs = None
+        record["results"] = [
+            {"agent": None, "model": model, **result, "generation_seconds": _rounded(policy)}
+        ]
+        record["episode"] = episode.to_dict()
+
+    def _play_multiagent(self, env: MultiAgentEnv, key: EpisodeKey, record: dict[str, Any]) -> None:
+        env_id, seed, _ = key
+        policies = {
+            agent: self._policy(
+                self.models[env_id, agent], functools.partial(env.sample_random_action, agent)
+            )
+            for agent in env.possible_agents
+        }
+        reset_seed = derive_seeds(seed, 1)[0]
+        played = play_multiagent(
+            env,
+            policies,
+            seed=reset_seed,
+            max_turns=self.settings.max_turns,
+            system_prompt=self.settings.system_prompt,
+        )
+        record["results"] = [
+            {
+                "agent": agent,
+                "model": self.models[env_id, agent],
+                **outcome.result(),
+                "generation_seconds": _rounded(policies[agent]),
+            }
+            for agent, outcome in played.agents.items()
+        ]
+        record["transcript"] = {
+            "reset_seed": reset_seed,
+            "truncated_reason": played.truncated_reason,
+            "steps": played.transcript,
+        }
+
+
+class EnvPool:
+    """Envs of one id, made on demand and reused; each is used by one thread at a time.
+
+    Args:
+        env_id: The env id.
+        agents: `None` for a single-agent id: envs are one-env `SyncVectorEnv`s with
+            autoreset disabled (the collector resets them). The agent ids of a multi-agent
+            id: envs are the `MultiAgentEnv` itself.
+    """
+
+    def __init__(self, env_id: str, agents: list[str] | None) -> None:
+        self.env_id = env_id
+        self.agents = agents
+        self._idle: list[Any] = []
+        self._made: list[Any] = []
+        self._lock = threading.Lock()
+
+    def get(self) -> Any:
+        """An idle env, or a new one."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        if self.agents is None:
+            env: Any = SyncVectorEnv(
+                [functools.partial(make, self.env_id)], autoreset_mode=AutoresetMode.DISABLED
+            )
+        else:
+            env = make(self.env_id)
+        with self._lock:
+            self._made.append(env)
+        return env
+
+    def put(self, env: Any) -> None:
+        """Give back an env from `get`."""
+        with self._lock:
+            self._idle.append(env)
+
+    def close(self) -> None:
+        """Close every env made."""
+        with self._lock:
+            made, self._made, self._idle = self._made, [], []
+        for env in made:
+            env.close()
+
+
+def _rounded(policy: TimedPolicy) -> list[float]:
+    return [round(seconds, 4) for seconds in policy.seconds]
