@@ -478,3 +478,13 @@ def test_http_backend_validates_its_arguments() -> None:
         HTTPSearchBackend("127.0.0.1:8000")
     with pytest.raises(ValueError, match="timeout_s"):
         HTTPSearchBackend("http://x", timeout_s=0)
+
+
+def test_a_deep_copied_search_tool_shares_the_read_only_index() -> None:
+    import copy
+
+    index = LocalSearchIndex([{"title": "Vienna", "text": "Vienna is on the Danube."}])
+    assert copy.deepcopy(index) is index
+    copied = copy.deepcopy({"backend": index, "calls": [1]})
+    assert copied["backend"] is index
+    assert copied["backend"].search("Danube", 1)[0].title == "Vienna"

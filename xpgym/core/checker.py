@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from xpgym.core.env import Env, EpisodeFinishedError, ResetNeededError
+from xpgym.core.env import Env, EpisodeFinishedError, ResetNeededError, Wrapper
 from xpgym.core.multiagent import MultiAgentEnv
 from xpgym.core.multiagent_checker import check_multiagent_env
 
@@ -80,9 +80,9 @@ def check_env(env: Env, *, num_episodes: int = 3, max_steps: int = 100, seed: in
       stepped before `reset`;
       `close()` may be called twice.
 
-    The second instance is made from `env.spec` for an unwrapped env made by `xpgym.make`,
-    else by `copy.deepcopy(env)`; if that fails, the checks that need it are skipped with a
-    `UserWarning`.
+    The second instance is made from `env.spec` for an env as `xpgym.make` returned it
+    (the same wrapper chain), else by `copy.deepcopy(env)`; if that fails, the checks that
+    need it are skipped with a `UserWarning`.
 
     Args:
         env: The env to check (wrapped or not). It is reset and stepped, not closed.
@@ -151,14 +151,18 @@ def _check_is_single_agent_env(env: Any) -> None:
 def _second_instance(env: Env) -> tuple[Env | None, bool]:
     """Another instance built like `env`, and whether it is fresh (never reset)."""
     spec = env.spec
+    how = "xpgym.make"
     try:
-        if spec is not None and env.unwrapped is env:
+        if spec is not None:
             from xpgym.core.registry import make_from_spec
 
-            return make_from_spec(spec), True
+            fresh = make_from_spec(spec)
+            if _wrapper_types(fresh) == _wrapper_types(env):  # not wrapped after make
+                return fresh, True
+            fresh.close()
+        how = "copy.deepcopy"
         return copy.deepcopy(env), False
     except Exception as exc:  # failing to build one only skips the checks that need it
-        how = "xpgym.make" if spec is not None and env.unwrapped is env else "copy.deepcopy"
         warnings.warn(
             f"check_env({env}): cannot build a second instance ({how} raised {exc!r}), so "
             "per-instance RNG, set_state on another instance and close() are not checked",
@@ -166,6 +170,15 @@ def _second_instance(env: Env) -> tuple[Env | None, bool]:
             stacklevel=3,
         )
         return None, False
+
+
+def _wrapper_types(env: Env) -> list[type]:
+    """The types of `env`'s wrapper chain, outermost first, ending with the unwrapped env."""
+    types = [type(env)]
+    while isinstance(env, Wrapper):
+        env = env.env
+        types.append(type(env))
+    return types
 
 
 # ------------------------------------------------------------------------- the checks

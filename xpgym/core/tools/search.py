@@ -273,6 +273,10 @@ class LocalSearchIndex(SearchBackend):
         index.reload()
         self._setup(index, query_syntax=query_syntax, title_boost=title_boost)
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> LocalSearchIndex:
+        """The index is read-only once built, so copies (of an env holding it) share it."""
+        return self
+
     def _setup(self, index: Any, *, query_syntax: bool, title_boost: float) -> None:
         self._tantivy = import_optional(
             "tantivy", needed_by="LocalSearchIndex", install='pip install "xpgym[tools]"'
