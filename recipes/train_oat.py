@@ -1,0 +1,208 @@
+r"""Train an LLM on an xpgym env with Oat: multi-turn REINFORCE + ReBN (the GEM paper's setup).
+
+Oat 0.2.x: one training row per turn (the prompt holds the history), the turn's discounted
+return ``G_t = r_t + gamma * G_{t+1}`` as its reward, and ReBN in the learner's advantage
+hook (population std over every turn of the batch, across learner ranks). The actor
+collects xpgym episodes with Oat's own vLLM engine (``xpgym.adapters.oat``).
+
+Install (a GPU machine with Python 3.10; Oat pins vLLM 0.8.4, DeepSpeed, launchpad):
+
+    pip install vllm==0.8.4 oat-llm==0.2.4 && pip install xpgym
+
+Launch (one GPU, collocated actor and learner):
+
+    python recipes/train_oat.py --env-id game:GuessTheNumber-v0-easy \
+        --model Qwen/Qwen3-1.7B --gpus 1
+
+CPU check, no download (the envs, a batch of episodes from a tiny local model through
+the same collector and engine policy the actor uses, Oat's ``TransitionData``, and the
+learner's ReBN against the reference):
+
+    python recipes/train_oat.py --dry-run
+
+Defaults follow the GEM paper (Appendix F): gamma 0.9 for games, lr 1e-6, constant lr,
+grad clip 1.0, 2 PPO epochs, clip 0.2, no KL (Oat's default ``beta`` is 0.1), temperature
+1.0, top-p 1, 4096 tokens per turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import types
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+@dataclass
+class Args:
+    env_id: str = "game:GuessTheNumber-v0-easy"
+    model: str = "Qwen/Qwen3-1.7B"
+    algorithm: str = "rebn"  # rebn | reinforce (no normalisation)
+    gamma: float = 0.9  # GEM: 0.9 for games and QA, 1.0 otherwise
+    episodes_per_step: int = 16  # per actor
+    num_envs: int = 16
+    rollout_batch_size: int = 128  # transitions (turns) per learning step
+    train_batch_size: int = 128
+    num_ppo_epochs: int = 2
+    lr: float = 1e-6
+    max_turns: int = 10
+    max_new_tokens: int = 4096  # per turn
+    gpus: int = 1
+    seed: int = 0
+    out_dir: str = "results/train_oat"
+    dry_run: bool = False
+
+
+def oat_fields(args: Args) -> dict[str, Any]:
+    """``XpgymArgs`` (Oat's ``PPOArgs`` + xpgym's fields) for this run."""
+    if args.algorithm not in ("rebn", "reinforce"):
+        raise SystemExit(f"--algorithm must be rebn or reinforce, got {args.algorithm!r}")
+    return {
+        "env_id": args.env_id,
+        "gamma": args.gamma,
+        "max_turns": args.max_turns,
+        "num_envs": args.num_envs,
+        "episodes_per_step": args.episodes_per_step,
+        "norm_return": args.algorithm == "rebn",
+        "pretrain": args.model,
+        "algo": "PPO",
+        "critic_type": "drgrpo",  # the learner's Monte-Carlo advantage hook
+        "num_samples": 1,
+        "beta": 0.0,
+        "num_ppo_epochs": args.num_ppo_epochs,
+        "learning_rate": args.lr,
+        "lr_scheduler": "constant",
+        "max_norm": 1.0,
+        "cliprange": 0.2,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "generate_max_length": args.max_new_tokens,
+        "rollout_batch_size": args.rollout_batch_size,
+        "train_batch_size": args.train_batch_size,
+        "gpus": args.gpus,
+        "collocate": args.gpus == 1,
+        "vllm_sleep": args.gpus == 1,
+        "seed": args.seed,
+        "save_path": str(Path(args.out_dir) / "checkpoints"),
+    }
+
+
+def launch(args: Args) -> None:
+    """Build Oat's program with xpgym's actor and learner and launch it (GPU)."""
+    import launchpad as lp
+    from oat.args import default_args_validation
+    from oat.interface import get_program
+
+    from xpgym.adapters.oat import oat_classes
+
+    args_cls, actor_cls, learner_cls = oat_classes()
+    oat_args = default_args_validation(args_cls(**oat_fields(args)))
+    program, resources = get_program(oat_args, learner_cls=learner_cls, actor_cls=actor_cls)
+    lp.launch(
+        program, launch_type="local_mp", local_resources=resources, terminal="current_terminal"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Dry run: everything up to the first update, on CPU, with a tiny local model
+# --------------------------------------------------------------------------------------
+
+
+def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
+    """Envs, a batch through the actor's collector and engine policy, Oat's TransitionData,
+    the learner's ReBN; no GPU (Oat's actor/learner classes themselves need vLLM)."""
+    import torch
+    from oat.types import TransitionData
+
+    import xpgym
+    from xpgym.adapters.oat import OatEnginePolicy, batch_normalize, to_transition_data
+    from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.core.advantages import discounted_returns, rebn, turn_rewards
+    from xpgym.core.policies.hf import HFPolicy
+    from xpgym.core.rollout import RolloutCollector
+
+    config = oat_fields(args)
+    tokenizer = build_tiny_tokenizer(env_corpus(xpgym.make(args.env_id), episodes=5))
+    model = build_tiny_model(tokenizer, seed=args.seed)
+    local = HFPolicy(model, tokenizer, max_new_tokens=8, seed=args.seed)
+
+    def vllm_generate(prompts: list[list[int]], sampling_params: Any) -> list[Any]:
+        """The fields of vLLM's ``LLM.generate`` output that the engine policy reads."""
+        outputs = []
+        for generation in local.generate(prompts):
+            steps = [
+                {t: types.SimpleNamespace(logprob=lp)}
+                for t, lp in zip(generation.token_ids, generation.logprobs, strict=True)
+            ]
+            completion = types.SimpleNamespace(
+                token_ids=generation.token_ids,
+                finish_reason=generation.finish_reason,
+                logprobs=steps,
+            )
+            outputs.append(types.SimpleNamespace(outputs=[completion]))
+        return outputs
+
+    sampling_params = types.SimpleNamespace(max_tokens=args.max_new_tokens, logprobs=1)
+    policy = OatEnginePolicy(vllm_generate, sampling_params, tokenizer)
+    vec = xpgym.make_vec(args.env_id, min(args.num_envs, args.episodes_per_step))
+    episodes = RolloutCollector(vec, policy, max_turns=args.max_turns).collect(
+        args.episodes_per_step, seed=args.seed
+    )
+    vec.close()
+
+    data = to_transition_data(episodes, gamma=args.gamma, tokenizer=tokenizer)
+    assert all(isinstance(d, TransitionData) for d in data)
+    returns = torch.tensor([sum(d.rewards) for d in data])  # what the learner sums per row
+    r, m = turn_rewards(episodes)
+    g = discounted_returns(r, m, args.gamma)
+    if args.algorithm == "rebn":
+        got, reference = batch_normalize(returns).numpy(), rebn(g, m)[m]
+    else:
+        got, reference = returns.numpy(), g[m]
+    diff = float(np.abs(got - reference).max())
+    if diff > 1e-6:
+        raise AssertionError(f"the learner's advantages differ from the reference by {diff}")
+    summary = {
+        "config": asdict(args),
+        "oat_args": config,
+        "episodes": len(episodes),
+        "transitions": len(data),
+        "policy_tokens": sum(len(d.response_ids) for d in data),
+        "mean_return": float(np.mean([ep.total_reward for ep in episodes])),
+        "max_abs_diff_vs_reference": diff,
+    }
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "dry_run.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for f in fields(Args):
+        default = getattr(Args, f.name)
+        flag = f"--{f.name.replace('_', '-')}"
+        if isinstance(default, bool):
+            parser.add_argument(flag, action="store_true")
+        else:
+            parser.add_argument(flag, type=type(default), default=default)
+    args = Args(**vars(parser.parse_args()))
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.dry_run:
+        summary = dry_run(args, Path(args.out_dir).resolve())
+        print(
+            json.dumps(
+                {k: v for k, v in summary.items() if k not in ("config", "oat_args")}, indent=2
+            )
+        )
+        print(f"dry run ok: wrote {Path(args.out_dir).resolve()}/dry_run.json")
+    else:
+        launch(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,304 @@
+r"""Train an LLM on an xpgym env with OpenRLHF: multi-turn REINFORCE + ReBN (the GEM setup).
+
+OpenRLHF 0.11.x. Its own vLLM rollout drives the env through xpgym's ``AgentExecutor``
+(``--train.agent_func_path``); one sequence per episode, env tokens masked. OpenRLHF has no
+per-turn returns, so for ``--algorithm rebn``/``reinforce`` the recipe installs xpgym's
+override of ``RemoteExperienceMaker.compute_advantages_and_returns`` in every Ray worker
+(``worker_process_setup_hook``): per-turn ``G_t = r_t + gamma * G_{t+1}``, normalised over
+every turn of the batch. ``grpo``/``dr_grpo``/``rloo`` use OpenRLHF's own estimators.
+
+Install (a GPU machine):
+
+    pip install torch==2.13.0 && pip install "xpgym[openrlhf]" "openrlhf[vllm]==0.11.2"
+
+Launch (one GPU, actor, reference and vLLM colocated):
+
+    python recipes/train_openrlhf.py --env-id game:GuessTheNumber-v0-easy \
+        --model Qwen/Qwen3-1.7B --n-gpus 1
+
+CPU check, no download (builds the flags and the dataset, plays a batch through the
+executor with a tiny local model, converts it to OpenRLHF's ``Experience`` and computes the
+advantages the override would):
+
+    python recipes/train_openrlhf.py --dry-run
+
+Defaults follow the GEM paper (Appendix F): gamma 0.9 for games, lr 1e-6, Adam
+(0.9, 0.95), no weight decay, grad clip 1.0, constant lr, 2 epochs per batch, clip 0.2, no
+KL (OpenRLHF's default ``--algo.kl.init_coef`` is 0.01), temperature 1.0, top-p 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import runpy
+import sys
+import types
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ESTIMATOR = {  # --algorithm -> (--algo.advantage.estimator, xpgym override or None)
+    "rebn": ("reinforce", "rebn"),
+    "reinforce": ("reinforce", "reinforce"),
+    "grpo": ("group_norm", None),
+    "dr_grpo": ("dr_grpo", None),
+    "rloo": ("rloo", None),
+}
+
+
+@dataclass
+class Args:
+    env_id: str = "game:GuessTheNumber-v0-easy"
+    model: str = "Qwen/Qwen3-1.7B"
+    algorithm: str = "rebn"  # rebn | reinforce | grpo | dr_grpo | rloo
+    gamma: float = 0.9  # GEM: 0.9 for games and QA, 1.0 otherwise
+    rollout_batch_size: int = 32  # prompts (tasks) per step
+    n_samples_per_prompt: int = 1  # episodes per task (group size; >= 2 for grpo/rloo)
+    train_batch_size: int = 32
+    max_epochs: int = 2
+    lr: float = 1e-6
+    max_turns: int = 10
+    max_new_tokens: int = 4096  # per turn
+    max_len: int = 16384  # whole sequence: prompt, env and policy tokens
+    num_tasks: int = 4096
+    n_gpus: int = 1
+    seed: int = 0
+    out_dir: str = "results/train_openrlhf"
+    dry_run: bool = False
+
+
+def openrlhf_flags(args: Args, out_dir: Path) -> list[str]:
+    """Command-line flags of ``openrlhf.cli.train_ppo_ray`` for this run."""
+    from xpgym.adapters.openrlhf import AGENT_FUNC_PATH
+
+    estimator, _ = ESTIMATOR[args.algorithm]
+    n = str(args.n_gpus)
+    return [
+        "--actor.model_name_or_path", args.model,
+        "--train.agent_func_path", AGENT_FUNC_PATH,
+        "--data.prompt_dataset", str(out_dir / "train.jsonl"),
+        "--data.input_key", "prompt",
+        "--data.label_key", "label",
+        "--data.max_len", str(args.max_len),
+        "--rollout.max_new_tokens", str(args.max_new_tokens),
+        "--rollout.batch_size", str(args.rollout_batch_size),
+        "--rollout.n_samples_per_prompt", str(args.n_samples_per_prompt),
+        "--rollout.temperature", "1.0",
+        "--rollout.top_p", "1.0",
+        "--train.batch_size", str(args.train_batch_size),
+        "--train.micro_batch_size", "1",
+        "--rollout.micro_batch_size", "1",
+        "--train.max_epochs", str(args.max_epochs),
+        "--train.seed", str(args.seed),
+        "--algo.advantage.estimator", estimator,
+        "--algo.advantage.gamma", str(args.gamma if estimator == "reinforce" else 1.0),
+        "--algo.kl.init_coef", "0",
+        "--actor.adam.lr", str(args.lr),
+        "--actor.adam.betas", "0.9", "0.95",
+        "--actor.adam.weight_decay", "0.0",
+        "--actor.lr_scheduler", "constant",
+        "--actor.lr_warmup_ratio", "0",
+        "--actor.max_norm", "1.0",
+        "--actor.eps_clip", "0.2",
+        "--actor.num_gpus_per_node", n,
+        "--ref.num_gpus_per_node", n,
+        "--vllm.num_engines", n,
+        "--train.colocate_all",
+        "--vllm.enable_sleep",
+        "--ds.enable_sleep",
+        "--ckpt.path", str(out_dir / "checkpoints"),
+    ]  # fmt: skip
+
+
+def check_args(args: Args) -> None:
+    if args.algorithm not in ESTIMATOR:
+        raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
+    if args.algorithm in ("grpo", "dr_grpo", "rloo") and args.n_samples_per_prompt < 2:
+        raise SystemExit(f"--algorithm {args.algorithm} needs --n-samples-per-prompt >= 2")
+
+
+def write_dataset(args: Args, out_dir: Path) -> list[dict[str, str]]:
+    """One JSONL prompt per task; its label (`make_label`) names the episode to play."""
+    from xpgym.adapters.openrlhf import make_label
+    from xpgym.core.episode_runner import make_tasks
+
+    _, override = ESTIMATOR[args.algorithm]
+    rows = [
+        {
+            "prompt": f"xpgym task {task.group_id}",
+            "label": make_label(
+                task, advantage=override, gamma=args.gamma, max_turns=args.max_turns
+            ),
+        }
+        for task in make_tasks(args.env_id, args.num_tasks, seed=args.seed)
+    ]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return rows
+
+
+def launch(args: Args, out_dir: Path) -> None:
+    """Start Ray with the override in every worker, then run OpenRLHF's CLI (GPU)."""
+    import os
+
+    import ray
+
+    write_dataset(args, out_dir)
+    runtime_env: dict[str, Any] = {
+        "env_vars": {
+            "TOKENIZERS_PARALLELISM": "true",
+            "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN"),
+        }
+    }
+    if ESTIMATOR[args.algorithm][1] is not None:
+        runtime_env["worker_process_setup_hook"] = "xpgym.adapters.openrlhf.install_turn_rebn"
+    ray.init(runtime_env=runtime_env)
+    sys.argv = ["openrlhf.cli.train_ppo_ray", *openrlhf_flags(args, out_dir)]
+    runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__")
+
+
+# --------------------------------------------------------------------------------------
+# Dry run: everything up to the first update, on CPU, with a tiny local model
+# --------------------------------------------------------------------------------------
+
+
+def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
+    """Flags, dataset, one batch through the executor, converted and advantaged; no GPU."""
+    import xpgym
+    from xpgym.adapters.openrlhf import AgentExecutor, agent_output, to_experience, turn_advantages
+    from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.core.advantages import broadcast_to_tokens, discounted_returns, rebn, turn_rewards
+    from xpgym.core.batching import turn_index_from_mask
+    from xpgym.core.episode_runner import EpisodeTask, policy_generate, run_episode
+    from xpgym.core.policies.hf import HFPolicy
+    from xpgym.core.trajectory import ChatPromptBuilder
+
+    flags = openrlhf_flags(args, out_dir)
+    rows = write_dataset(args, out_dir)[: args.rollout_batch_size]
+
+    # A tiny offline model stands in for the policy; vLLM's AsyncLLMEngine for its engine.
+    tokenizer = build_tiny_tokenizer(env_corpus(xpgym.make(args.env_id), episodes=5))
+    model = build_tiny_model(tokenizer, seed=args.seed)
+    policy = HFPolicy(model, tokenizer, greedy=True, max_new_tokens=min(args.max_new_tokens, 8))
+    generate = policy_generate(policy)
+
+    class LocalEngine:  # the fields of vLLM's RequestOutput that the executor reads
+        async def generate(self, token_ids, sampling_params, multi_modal_data=None):
+            g = await generate(token_ids, sampling_params.max_tokens)
+            steps = [
+                {t: types.SimpleNamespace(logprob=lp)}
+                for t, lp in zip(g.token_ids, g.logprobs, strict=True)
+            ]
+            output = types.SimpleNamespace(
+                token_ids=g.token_ids, text=g.text, finish_reason=g.finish_reason, logprobs=steps
+            )
+            return types.SimpleNamespace(outputs=[output])
+
+    executor = AgentExecutor()
+    params = types.SimpleNamespace(max_tokens=args.max_new_tokens, logprobs=1, temperature=0.0)
+
+    async def play_batch():
+        outputs, episodes, labels = [], [], []
+        for row in rows:
+            spec = json.loads(row["label"])
+            task = EpisodeTask.from_json(spec["xpgym_task"])
+            for _ in range(args.n_samples_per_prompt):
+                outputs.append(
+                    await executor.execute(
+                        row["prompt"], row["label"], params, args.max_len, tokenizer, LocalEngine()
+                    )
+                )
+                episode = await run_episode(
+                    xpgym.make(task.env_id),
+                    task,
+                    generate,
+                    ChatPromptBuilder(tokenizer),
+                    max_new_tokens=args.max_new_tokens,
+                    max_turns=args.max_turns,
+                    max_total_tokens=args.max_len,
+                )
+                episodes.append(episode)
+                labels.append(row["label"])
+        return outputs, episodes, labels
+
+    outputs, episodes, labels = asyncio.run(play_batch())
+
+    # The executor's output is the episode's row (greedy decoding: the same episodes).
+    for out, episode, label in zip(outputs, episodes, labels, strict=True):
+        expected = agent_output(episode, prompt=out["prompt"], label=label)
+        for key in ("observation_tokens", "action_ranges", "rollout_log_probs", "label"):
+            if out[key] != expected[key]:
+                raise AssertionError(f"executor output {key!r} differs from the converter's")
+
+    # The batch as OpenRLHF's Experience, and the advantages the override computes.
+    experience = to_experience(
+        episodes,
+        pad_token_id=tokenizer.pad_token_id,
+        max_length=args.max_len,
+        labels=labels,
+        n_samples_per_prompt=args.n_samples_per_prompt,
+    )
+    summary: dict[str, Any] = {
+        "config": asdict(args),
+        "flags": flags,
+        "samples": len(outputs),
+        "experience": {
+            name: f"{getattr(experience, name).dtype}{list(getattr(experience, name).shape)}"
+            for name in (
+                "sequences",
+                "attention_mask",
+                "action_mask",
+                "rollout_log_probs",
+                "rewards",
+            )
+        },
+        "policy_tokens": int(experience.action_mask.sum()),
+        "mean_return": float(experience.rewards.mean()),
+    }
+    override = ESTIMATOR[args.algorithm][1]
+    if override is not None:
+        turn_advantages([experience], estimator=override, gamma=args.gamma)
+        r, m = turn_rewards(episodes)
+        g = discounted_returns(r, m, args.gamma)
+        reference = rebn(g, m) if override == "rebn" else g
+        turn_index = turn_index_from_mask(experience.action_mask.numpy())
+        diff = np.abs(
+            experience.advantages.numpy() - broadcast_to_tokens(reference, turn_index)
+        ).max()
+        summary["max_abs_diff_vs_reference"] = float(diff)
+        if diff > 1e-6:
+            raise AssertionError(f"the override differs from the reference by {diff}")
+    (out_dir / "dry_run.json").write_text(json.dumps(summary, indent=2) + "\n")
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for f in fields(Args):
+        default = getattr(Args, f.name)
+        flag = f"--{f.name.replace('_', '-')}"
+        if isinstance(default, bool):
+            parser.add_argument(flag, action="store_true")
+        else:
+            parser.add_argument(flag, type=type(default), default=default)
+    args = Args(**vars(parser.parse_args()))
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    check_args(args)
+    out_dir = Path(args.out_dir).resolve()
+    if args.dry_run:
+        summary = dry_run(args, out_dir)
+        print(
+            json.dumps({k: v for k, v in summary.items() if k not in ("config", "flags")}, indent=2)
+        )
+        print(f"dry run ok: wrote {out_dir}/dry_run.json")
+    else:
+        launch(args, out_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,392 @@
+"""verl adapter: DataProto layout, verl's own advantage code on it, and the agent loop."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip(
+    "xpgym.adapters.verl", reason="needs verl 0.9.x (the verl extra)", exc_type=ImportError
+)
+torch = pytest.importorskip("torch")
+
+from adapter_cases import (  # noqa: E402
+    GAMMA,
+    GROUPS,
+    PROMPTS,
+    RESPONSE_MASKS,
+    RESPONSES,
+    REWARD_POSITIONS,
+    SCORES,
+    TURN_RETURNS,
+    TURN_REWARDS,
+    TURN_TOKENS,
+    episodes,
+    per_token,
+    rebn_reference,
+)
+from omegaconf import OmegaConf  # noqa: E402
+from verl import DataProto  # noqa: E402
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
+from verl.trainer.config import AlgoConfig  # noqa: E402
+from verl.trainer.ppo import core_algos  # noqa: E402
+from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
+from verl.workers.rollout.replica import TokenOutput  # noqa: E402
+
+from xpgym.adapters.verl import (  # noqa: E402
+    ESTIMATORS,
+    XpgymAgentLoop,
+    dataset_rows,
+    episode_outputs,
+    register_estimators,
+    to_data_proto,
+)
+from xpgym.core.advantages import dr_grpo, grpo, rloo, whiten  # noqa: E402
+from xpgym.core.episode_runner import make_tasks  # noqa: E402
+from xpgym.core.trajectory import Episode, Turn  # noqa: E402
+
+P, R = 3, 8  # longest prompt and response of the cases
+
+
+def advantages(data: DataProto, estimator: str, gamma: float = GAMMA, **kwargs: Any) -> np.ndarray:
+    """verl's own dispatch (`compute_advantage`), after V1's rm_scores -> token_level_rewards."""
+    data.batch["token_level_rewards"] = data.batch["rm_scores"]
+    out = compute_advantage(
+        data, adv_estimator=estimator, gamma=gamma, config=AlgoConfig(gamma=gamma), **kwargs
+    )
+    return out.batch["advantages"].numpy()
+
+
+def response_part(values: np.ndarray, b: int) -> list[float]:
+    return values[b, : len(RESPONSES[b])].tolist()
+
+
+# --------------------------------------------------------------------------------------
+# Layout
+# --------------------------------------------------------------------------------------
+
+
+def test_per_episode_rows_are_verls_agent_loop_layout() -> None:
+    data = to_data_proto(episodes(), pad_token_id=0)
+    batch = data.batch
+    assert batch["prompts"].tolist() == [[1, 2, 3], [1, 2, 3], [0, 5, 6], [0, 5, 6]]  # left pad
+    assert batch["responses"].tolist() == [r + [0] * (R - len(r)) for r in RESPONSES]
+    assert batch["response_mask"].tolist() == [m + [0] * (R - len(m)) for m in RESPONSE_MASKS]
+    assert batch["input_ids"].tolist() == [
+        p + r for p, r in zip(batch["prompts"].tolist(), batch["responses"].tolist(), strict=True)
+    ]
+    assert batch["attention_mask"].tolist() == [
+        [0] * (P - len(p)) + [1] * (len(p) + len(r)) + [0] * (R - len(r))
+        for p, r in zip(PROMPTS, RESPONSES, strict=True)
+    ]
+    assert batch["position_ids"][2].tolist() == [0, 0, 1, 2, 3, 4, 5, 5, 5, 5, 5]
+    for key, dtype in [
+        ("prompts", torch.int64),
+        ("responses", torch.int64),
+        ("response_mask", torch.int64),
+        ("rm_scores", torch.float32),
+        ("rollout_log_probs", torch.float32),
+    ]:
+        assert batch[key].dtype == dtype, key
+    assert data.non_tensor_batch["uid"].tolist() == GROUPS
+    assert data.non_tensor_batch["__num_turns__"].tolist() == [4, 6, 2, 2]
+
+
+def test_per_episode_rewards_sit_on_each_turns_last_policy_token() -> None:
+    rm_scores = to_data_proto(episodes(), pad_token_id=0).batch["rm_scores"].numpy()
+    for b, (positions, rewards) in enumerate(zip(REWARD_POSITIONS, TURN_REWARDS, strict=True)):
+        expected = np.zeros(R)
+        expected[positions] = rewards
+        np.testing.assert_array_equal(rm_scores[b], expected)
+
+
+def test_env_tokens_and_padding_carry_no_logprob_and_no_mask() -> None:
+    batch = to_data_proto(episodes(), pad_token_id=0).batch
+    logprobs, mask, responses = (
+        batch[k].numpy() for k in ("rollout_log_probs", "response_mask", "responses")
+    )
+    np.testing.assert_allclose(logprobs, np.where(mask == 1, -responses / 100, 0.0), atol=1e-7)
+
+
+def test_per_turn_rows_carry_the_turn_return_on_its_last_token() -> None:
+    data = to_data_proto(episodes(), pad_token_id=0, layout="per_turn", gamma=GAMMA)
+    batch = data.batch
+    assert len(data) == 7
+    prompts = [turn.prompt_ids for ep in episodes() for turn in ep.turns]
+    width = max(map(len, prompts))
+    assert batch["prompts"].tolist() == [[0] * (width - len(p)) + p for p in prompts]
+    returns = [g for ep in TURN_RETURNS for g in ep]
+    lengths = [len(turn.response_ids) for ep in episodes() for turn in ep.turns]
+    for b, (g, n) in enumerate(zip(returns, lengths, strict=True)):
+        expected = np.zeros(batch["rm_scores"].shape[1])
+        expected[n - 1] = g
+        np.testing.assert_allclose(batch["rm_scores"][b].numpy(), expected, atol=1e-7)
+        assert batch["response_mask"][b].tolist() == [1] * n + [0] * (len(expected) - n)
+    assert data.non_tensor_batch["uid"].tolist() == ["g0"] * 5 + ["g1"] * 2
+
+
+def test_fixed_shapes_and_response_truncation() -> None:
+    data = to_data_proto(
+        episodes(),
+        pad_token_id=0,
+        max_prompt_length=4,
+        max_response_length=6,
+        truncate=True,
+        pad_to_max_length=True,
+    )
+    assert tuple(data.batch["prompts"].shape) == (4, 4)
+    assert tuple(data.batch["responses"].shape) == (4, 6)
+    # B's response [20 6 21 22 7 8 | 9 23] loses its last turn; its reward -0.5 moves to 22
+    assert data.batch["rm_scores"][1].tolist() == [0.5, 0, 0, -0.5, 0, 0]
+    with pytest.raises(ValueError, match="max_response_length=6"):
+        to_data_proto(episodes(), pad_token_id=0, max_response_length=6)
+
+
+# --------------------------------------------------------------------------------------
+# verl's advantage code on converted batches
+# --------------------------------------------------------------------------------------
+
+
+def test_estimators_are_registered_with_verl_idempotently() -> None:
+    register_estimators()
+    register_estimators()
+    for name, fn in ESTIMATORS.items():
+        assert core_algos.get_adv_estimator_fn(name) is fn
+
+
+@pytest.mark.parametrize("layout", ["per_episode", "per_turn"])
+def test_xpgym_rebn_through_verl_equals_the_reference(layout: str) -> None:
+    data = to_data_proto(episodes(), pad_token_id=0, layout=layout, gamma=GAMMA)
+    got = advantages(data, "xpgym_rebn")
+    reference = rebn_reference()
+    if layout == "per_episode":
+        expected = per_token(reference)
+        for b in range(4):
+            np.testing.assert_allclose(response_part(got, b), expected[b], atol=1e-6)
+    else:
+        mask = data.batch["response_mask"].numpy() == 1
+        flat = [a for ep in reference for a in ep]
+        for b in range(len(flat)):
+            np.testing.assert_allclose(got[b][mask[b]], flat[b], atol=1e-6)
+            assert not got[b][~mask[b]].any()
+
+
+def test_xpgym_reinforce_gives_discounted_returns_per_turn() -> None:
+    data = to_data_proto(episodes(), pad_token_id=0)
+    got = advantages(data, "xpgym_reinforce")
+    expected = per_token(TURN_RETURNS)
+    for b in range(4):
+        np.testing.assert_allclose(response_part(got, b), expected[b], atol=1e-6)
+
+
+def with_single_member_group() -> list[Episode]:
+    lone = Turn("o", "a", 3.0, True, prompt_ids=[5], response_ids=[9], response_logprobs=[-0.09])
+    return [*episodes(), Episode("toy", group_id="g2", turns=[lone])]
+
+
+def row_values(got: np.ndarray, data: DataProto) -> np.ndarray:
+    """The advantage of each row (the value on its first policy token)."""
+    first = data.batch["response_mask"].int().argmax(1).numpy()
+    return got[np.arange(len(first)), first]
+
+
+def test_verl_grpo_equals_reference_grpo_keeping_single_members() -> None:
+    eps = with_single_member_group()
+    data = to_data_proto(eps, pad_token_id=0)
+    got = row_values(advantages(data, "grpo", norm_adv_by_std_in_grpo=True), data)
+    expected = grpo([*SCORES, 3.0], [*GROUPS, "g2"], single_member="keep")
+    np.testing.assert_allclose(got, expected, atol=1e-6)
+    assert got[4] == pytest.approx(3.0 / (1 + 1e-6))  # mean 0, std 1 for a lone member
+
+
+def test_verl_grpo_without_std_equals_dr_grpo() -> None:
+    eps = with_single_member_group()
+    data = to_data_proto(eps, pad_token_id=0)
+    got = row_values(advantages(data, "grpo", norm_adv_by_std_in_grpo=False), data)
+    np.testing.assert_allclose(
+        got, dr_grpo([*SCORES, 3.0], [*GROUPS, "g2"], single_member="keep"), atol=1e-6
+    )
+
+
+def test_verl_rloo_equals_reference_rloo() -> None:
+    data = to_data_proto(episodes(), pad_token_id=0)
+    got = row_values(advantages(data, "rloo"), data)
+    np.testing.assert_allclose(got, rloo(SCORES, GROUPS, single_member="keep"), atol=1e-6)
+
+
+def test_verl_reinforce_plus_plus_at_gamma_one_is_token_weighted_whitening() -> None:
+    """Formula: with gamma=1 every token of turn t gets G_t (undiscounted reward-to-go),
+    whitened over tokens with the unbiased variance: ``whiten(G, m, weights=n_tok)``."""
+    data = to_data_proto(episodes(), pad_token_id=0)
+    got = advantages(data, "reinforce_plus_plus", gamma=1.0)
+    returns = [list(np.cumsum(r[::-1])[::-1]) for r in TURN_REWARDS]
+    n_tok = TURN_TOKENS
+    width = max(map(len, returns))
+    g = np.array([r + [0] * (width - len(r)) for r in returns])
+    w = np.array([r + [0] * (width - len(r)) for r in n_tok])
+    whitened = whiten(g, w > 0, weights=w).tolist()
+    expected = per_token([row[: len(r)] for row, r in zip(whitened, returns, strict=True)])
+    for b in range(4):
+        np.testing.assert_allclose(response_part(got, b), expected[b], atol=1e-5)
+
+
+def test_verl_reinforce_plus_plus_discounts_per_policy_token() -> None:
+    """Formula (a difference from the reference): verl discounts by policy *tokens*, so
+    ``G_j = sum_{i >= j, policy} gamma ** (#policy tokens in [j, i)) * r_i`` before whitening."""
+    data = to_data_proto(episodes(), pad_token_id=0)
+    data.batch["token_level_rewards"] = data.batch["rm_scores"]
+    _, returns = core_algos.compute_reinforce_plus_plus_outcome_advantage(
+        data.batch["rm_scores"], data.batch["response_mask"], config=AlgoConfig(gamma=GAMMA)
+    )
+    rewards = data.batch["rm_scores"].numpy()
+    mask = data.batch["response_mask"].numpy()
+    for b in range(4):
+        policy = np.flatnonzero(mask[b])
+        expected = np.zeros(R)
+        for k, j in enumerate(policy):
+            later = policy[k:]
+            expected[j] = sum(GAMMA**n * rewards[b, i] for n, i in enumerate(later))
+        np.testing.assert_allclose(returns[b].numpy(), expected, atol=1e-6)
+
+
+# --------------------------------------------------------------------------------------
+# The agent loop, with a scripted engine in place of verl's server
+# --------------------------------------------------------------------------------------
+
+
+class ScriptedServer:
+    """verl's ``server_manager.generate``: answers ``\\boxed{n}`` with n from `guesses`."""
+
+    def __init__(self, tokenizer: Any, guesses: list[int]) -> None:
+        self.tokenizer = tokenizer
+        self.guesses = list(guesses)
+        self.budgets: list[int] = []
+
+    async def generate(
+        self, request_id: str, *, prompt_ids: list[int], sampling_params: dict, **kw: Any
+    ) -> TokenOutput:
+        self.budgets.append(sampling_params["max_tokens"])
+        text = f"\\boxed{{{self.guesses.pop(0)}}}"
+        ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
+        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids))
+
+
+def agent_loop(tokenizer: Any, server: ScriptedServer, *, use_v1: bool = True) -> XpgymAgentLoop:
+    config = OmegaConf.create(
+        {
+            "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 2048}},
+            "trainer": {"use_v1": use_v1},
+            "algorithm": {"gamma": GAMMA},
+            "data": {},
+        }
+    )
+    return XpgymAgentLoop(
+        trainer_config=DictConfigWrap(config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        dataset_cls=None,
+        data_config=DictConfigWrap(config.data),
+    )
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> Any:
+    from tiny_lm import tiny_tokenizer
+
+    return tiny_tokenizer()
+
+
+def run_row(tokenizer: Any, layout: str, guesses: list[int]) -> Any:
+    task = make_tasks("game:GuessTheNumber-v0-easy", 1, seed=0)[0]
+    row = dataset_rows([task], layout=layout, max_turns=3)[0]
+    loop = agent_loop(tokenizer, ScriptedServer(tokenizer, guesses))
+    return asyncio.run(loop.run({"temperature": 1.0}, **row, raw_prompt=row["prompt"]))
+
+
+def test_agent_loop_per_episode_returns_one_row_with_per_turn_rewards(tokenizer: Any) -> None:
+    out = run_row(tokenizer, "per_episode", [0, 0, 0])  # 0 is out of range: invalid thrice
+    assert not isinstance(out, list)
+    fields = out.as_dict()
+    mask = fields["response_mask"]
+    assert (
+        len(fields["responses"])
+        == len(mask)
+        == len(fields["rm_scores"])
+        == len(fields["rollout_log_probs"])
+    )
+    ends = [
+        j for j in range(len(mask)) if mask[j] == 1 and (j + 1 == len(mask) or mask[j + 1] == 0)
+    ]
+    assert len(ends) == 3  # three turns, three runs of policy tokens
+    rewards = fields["rm_scores"]
+    assert rewards[ends].tolist() == pytest.approx(out.extra_fields["turn_scores"])
+    assert float(rewards.sum()) == pytest.approx(sum(out.extra_fields["turn_scores"]))
+    assert out.num_turns == 6
+
+
+def test_agent_loop_per_turn_returns_a_row_per_turn_with_returns(tokenizer: Any) -> None:
+    outs = run_row(tokenizer, "per_turn", [0, 0, 0])
+    assert isinstance(outs, list)
+    assert len(outs) == 3
+    r = outs[0].extra_fields["turn_scores"]
+    expected = [r[0] + GAMMA * r[1] + GAMMA**2 * r[2], r[1] + GAMMA * r[2], r[2]]
+    for out, g in zip(outs, expected, strict=True):
+        scores = out.as_dict()["rm_scores"]
+        assert scores[-1].item() == pytest.approx(g, abs=1e-6)
+        assert not scores[:-1].any()
+    # each row's prompt is the previous row's prompt + response + env tokens
+    assert outs[1].prompt_ids[: len(outs[0].prompt_ids) + len(outs[0].response_ids)] == (
+        outs[0].prompt_ids + outs[0].response_ids
+    )
+
+
+def test_agent_loop_rows_equal_the_converters(tokenizer: Any) -> None:
+    import xpgym
+    from xpgym.core.episode_runner import EpisodeTask, run_episode
+    from xpgym.core.trajectory import ChatPromptBuilder
+
+    task = make_tasks("game:GuessTheNumber-v0-easy", 1, seed=0)[0]
+    server = ScriptedServer(tokenizer, [0, 0, 0])
+
+    async def generate(prompt_ids: list[int], budget: int) -> Any:
+        from xpgym.core.episode_runner import generation_from_ids
+
+        out = await server.generate(
+            "x", prompt_ids=prompt_ids, sampling_params={"max_tokens": budget}
+        )
+        return generation_from_ids(
+            tokenizer,
+            out.token_ids,
+            logprobs=out.log_probs,
+            stop_token_ids=[tokenizer.eos_token_id],
+            max_new_tokens=budget,
+        )
+
+    episode = asyncio.run(
+        run_episode(
+            xpgym.make(task.env_id),
+            EpisodeTask.from_json(task.to_json()),
+            generate,
+            ChatPromptBuilder(tokenizer),
+            max_new_tokens=2048,
+            max_turns=3,
+            max_response_tokens=2048,
+        )
+    )
+    expected = episode_outputs(
+        episode, layout="per_turn", gamma=GAMMA, pad_token_id=tokenizer.pad_token_id
+    )
+    got = run_row(tokenizer, "per_turn", [0, 0, 0])
+    assert [o.as_dict()["rm_scores"].tolist() for o in got] == [
+        o.as_dict()["rm_scores"].tolist() for o in expected
+    ]
+    assert [o.prompt_ids for o in got] == [o.prompt_ids for o in expected]
+
+
+def test_agent_loop_refuses_the_legacy_trainer(tokenizer: Any) -> None:
+    with pytest.raises(ValueError, match="use_v1"):
+        agent_loop(tokenizer, ScriptedServer(tokenizer, []), use_v1=False)

@@ -1,0 +1,341 @@
+r"""Oat adapter: `Episode`\s -> ``TransitionData`` / ``Transition``, actor and learner hooks.
+
+Supported: ``oat-llm`` 0.2.x (Python 3.10; installs on 3.11 with
+``--ignore-requires-python``). Only ``oat.types`` imports without Oat's GPU stack (vLLM,
+DeepSpeed, launchpad, ``pyarrow.plasma``), so this module needs only that; the actor and
+learner subclasses are built on demand by `oat_classes`.
+
+1. **Converters**: `to_transition_data` (one ``TransitionData`` per turn: Oat's
+   single-step path, what GEM's ReBN recipe uses) and `to_transitions` (per-episode lists
+   of ``Transition``: the ``PPOMultiTurnActor`` path).
+2. **Hooks** (`oat_classes`): ``XpgymActor(PPOActor)`` whose ``step`` collects episodes from
+   xpgym envs with `xpgym.core.rollout.RolloutCollector` and Oat's own vLLM engine
+   (`OatEnginePolicy`, token-in/token-out), and ``XpgymLearner(PPOLearner)`` whose
+   ``compute_monte_carlo_advantages`` is ReBN (`batch_normalize` over all ranks) and whose
+   ``prepare_data`` needs no prompt dataset.
+
+Per-turn rows (``TransitionData``; Oat collates them right-padded)
+---------------------------------------------------------------
+
+=====================  ===========  =====================================================
+field                  type         meaning
+=====================  ===========  =====================================================
+``prompt``             str          the turn's prompt text (decoded ``prompt_ids`` when a
+                                    tokenizer is given, else the observation)
+``prompt_ids``         list[int]    the turn's prompt, history included
+``response``           str          the action text
+``response_ids``       list[int]    the turn's policy tokens (all trained)
+``response_logprobs``  list[float]  sampler log-probs of ``response_ids``
+``rewards``            list[float]  one per response token: the turn's discounted return
+                                    ``G_t = r_t + gamma * G_{t+1}`` on the last, 0 elsewhere
+``loss_mask``          bool         False for a cut generation when ``ignore_no_eos``
+``info``               dict         ``episode``, ``turn``, ``group_id``, ``reward``, ``return``
+=====================  ===========  =====================================================
+
+Oat's collate puts ``prompt_ids + response_ids`` right-padded in ``input_ids`` and its
+learner masks with ``response_masks = completion_mask[:, 1:]`` (the next-token view); the
+learner sums ``rewards`` per row, so each row's advantage input is ``G_t``.
+
+Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
+---------------------------------------------------------------------------------
+* ``XpgymLearner`` ReBN = the reference ``rebn`` (population std over every turn of the
+  batch across all learner ranks, ``eps = 1e-9`` added to the std), as GEM's Oat recipe.
+  Oat's own ``grpo`` is ``grpo(s, g, eps=1e-8)`` over consecutive blocks of
+  ``num_samples``; its ``PPOMultiTurnLearner`` whitens with population std, eps 1e-9.
+* Loss aggregation: with ``critic_type="drgrpo"`` (the hook's route) Oat sums the
+  per-token loss and divides by the constant ``generate_max_length`` (Dr.GRPO); the
+  reference default is token-mean (``loss_agg_mode="seq-mean-token-sum-norm"`` with
+  ``loss_scale_factor=generate_max_length`` reproduces Oat).
+* Oat applies truncated importance sampling by default (``tis_c=2.0``) and a k3 KL loss
+  with ``beta=0.1``: set ``--beta 0`` (the GEM paper and the reference use no KL).
+* Every transition is trained; GEM's recipe subsampled transitions to a fixed batch size.
+* Budget: ``generate_max_length`` per turn, as the reference's ``max_new_tokens``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from xpgym.core.optional import import_optional
+
+_INSTALL = 'pip install --no-deps --ignore-requires-python "xpgym[oat]"'
+import_optional("oat.types", needed_by="xpgym.adapters.oat", install=_INSTALL)
+
+from oat.types import Transition, TransitionData  # noqa: E402
+
+from xpgym.core.advantages import discounted_returns, turn_rewards  # noqa: E402
+from xpgym.core.episode_runner import generation_from_ids  # noqa: E402
+from xpgym.core.policies import Generation  # noqa: E402
+from xpgym.core.trajectory import Episode  # noqa: E402
+
+__all__ = [
+    "OatEnginePolicy",
+    "batch_normalize",
+    "oat_classes",
+    "to_transition_data",
+    "to_transitions",
+]
+
+logger = logging.getLogger(__name__)
+
+
+# --------------------------------------------------------------------------------------
+# Converters
+# --------------------------------------------------------------------------------------
+
+
+def to_transition_data(
+    episodes: Sequence[Episode],
+    *,
+    gamma: float,
+    tokenizer: Any = None,
+    ignore_no_eos: bool = False,
+) -> list[TransitionData]:
+    """One ``TransitionData`` per turn, in episode then turn order (module docstring).
+
+    Args:
+        episodes: Episodes whose turns have token ids and non-empty responses.
+        gamma: Discount per turn of the returns placed on each turn's last token.
+        tokenizer: Decodes ``prompt_ids`` into ``prompt`` (default: the observation text).
+        ignore_no_eos: ``loss_mask=False`` for turns whose generation was cut
+            (``info["generation_truncated"]``), as Oat's ``--ignore_no_eos``.
+    """
+    rewards, mask = turn_rewards(episodes)
+    returns = discounted_returns(rewards, mask, gamma)
+    out = []
+    for e, episode in enumerate(episodes):
+        for t, turn in enumerate(episode.turns):
+            if turn.prompt_ids is None or not turn.response_ids:
+                raise ValueError(f"episode {e} turn {t} has no prompt ids or no response ids")
+            dense = [0.0] * len(turn.response_ids)
+            dense[-1] = float(returns[e, t])
+            prompt = str(turn.observation)
+            if tokenizer is not None:
+                prompt = tokenizer.decode(turn.prompt_ids, skip_special_tokens=False)
+            cut = bool(turn.info.get("generation_truncated", False))
+            out.append(
+                TransitionData(
+                    prompt=prompt,
+                    prompt_ids=list(turn.prompt_ids),
+                    response=turn.action,
+                    response_ids=list(turn.response_ids),
+                    response_logprobs=list(turn.response_logprobs or []),
+                    rewards=dense,
+                    loss_mask=not (ignore_no_eos and cut),
+                    info={
+                        "episode": e,
+                        "turn": t,
+                        "group_id": episode.group_id,
+                        "reward": turn.reward,
+                        "return": float(returns[e, t]),
+                    },
+                )
+            )
+    return out
+
+
+def to_transitions(episodes: Sequence[Episode], *, tokenizer: Any = None) -> list[list[Transition]]:
+    """Per-episode lists of ``Transition`` (``PPOMultiTurnActor.collect_experience``).
+
+    ``rewards`` is the turn's own reward (Oat's multi-turn learner discounts); ``done`` is
+    True on the last turn; ``action_is_formatted`` is ``not info["invalid_action"]``.
+    """
+    out = []
+    for episode in episodes:
+        transitions = []
+        for t, turn in enumerate(episode.turns):
+            prompt = str(turn.observation)
+            if tokenizer is not None and turn.prompt_ids is not None:
+                prompt = tokenizer.decode(turn.prompt_ids, skip_special_tokens=False)
+            transitions.append(
+                Transition(
+                    obs=str(turn.observation),
+                    action=turn.action,
+                    rewards=turn.reward,
+                    done=t == len(episode.turns) - 1,
+                    prompt=prompt,
+                    prompt_ids=list(turn.prompt_ids or []),
+                    response=turn.action,
+                    response_ids=list(turn.response_ids or []),
+                    response_logprobs=list(turn.response_logprobs or []),
+                    response_is_truncated=bool(turn.info.get("generation_truncated", False)),
+                    action_is_formatted=not bool(turn.info.get("invalid_action", False)),
+                    info={"group_id": episode.group_id, "turn": t},
+                )
+            )
+        out.append(transitions)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# Pieces of the hooks that run anywhere
+# --------------------------------------------------------------------------------------
+
+
+def batch_normalize(
+    values: Any,
+    *,
+    all_reduce: Callable[[Any], Any] | None = None,
+    eps: float = 1e-9,
+) -> Any:
+    """ReBN over the whole batch, across ranks: ``(x - mean) / (std + eps)``.
+
+    Two all-reduced passes give the exact population statistics of every rank's values:
+    ``mean = sum(x) / n``, then ``var = sum((x - mean)^2) / n``.
+
+    Args:
+        values: ``[B]`` torch tensor (this rank's returns).
+        all_reduce: Sums a tensor over ranks (Oat's ``strategy.all_reduce(t, op="sum")``);
+            None: this rank is the whole batch.
+        eps: Added to the std.
+
+    Returns:
+        ``[B]`` tensor, same dtype and device.
+    """
+    import torch
+
+    reduce = all_reduce or (lambda t: t)
+    x = values.double()
+    totals = reduce(
+        torch.stack([x.sum(), torch.tensor(float(x.numel()), dtype=x.dtype, device=x.device)])
+    )
+    mean = totals[0] / totals[1]
+    var = reduce((x - mean).pow(2).sum()) / totals[1]
+    return ((x - mean) / (var.sqrt() + eps)).to(values.dtype)
+
+
+class OatEnginePolicy:
+    """An xpgym `Policy` over Oat's vLLM engine: token-id prompts in, `Generation`\\ s out.
+
+    Args:
+        generate: ``generate(prompt_token_ids, sampling_params) -> list of vLLM
+            RequestOutput`` (Oat's ``ActorBase.generate``).
+        sampling_params: vLLM ``SamplingParams`` (``logprobs`` set for log-probs).
+        tokenizer: The policy's tokenizer (the collector builds prompts with it).
+    """
+
+    def __init__(self, generate: Callable[..., Any], sampling_params: Any, tokenizer: Any) -> None:
+        self._generate = generate
+        self.sampling_params = sampling_params
+        self.tokenizer = tokenizer
+        self.stop_token_ids = [tokenizer.eos_token_id]
+
+    def generate(self, prompts: list[Any]) -> list[Generation]:
+        """One `Generation` per token-id prompt."""
+        outputs = self._generate([list(p) for p in prompts], self.sampling_params)
+        budget = int(getattr(self.sampling_params, "max_tokens", 0) or 0)
+        generations = []
+        for output in outputs:
+            completion = output.outputs[0]
+            ids = list(completion.token_ids)
+            logprobs = None
+            if completion.logprobs is not None:
+                logprobs = [
+                    step[token].logprob
+                    for step, token in zip(completion.logprobs, ids, strict=True)
+                ]
+            generations.append(
+                generation_from_ids(
+                    self.tokenizer,
+                    ids,
+                    logprobs=logprobs,
+                    stop_token_ids=self.stop_token_ids,
+                    max_new_tokens=budget or len(ids) + 1,
+                    finish_reason="length" if completion.finish_reason == "length" else "stop",
+                )
+            )
+        return generations
+
+
+# --------------------------------------------------------------------------------------
+# Actor and learner (need Oat's GPU stack)
+# --------------------------------------------------------------------------------------
+
+
+def oat_classes() -> tuple[type, type, type]:
+    """``(XpgymArgs, XpgymActor, XpgymLearner)``, subclasses of Oat's PPO classes.
+
+    ``XpgymArgs(PPOArgs)`` adds ``env_id``, ``gamma`` (0.9), ``max_turns``, ``num_envs``,
+    ``episodes_per_step``, ``norm_return`` (ReBN, default True). ``XpgymActor.step`` ignores
+    Oat's prompt batch: it collects ``episodes_per_step`` complete episodes with the
+    actor's vLLM engine and returns their per-turn ``TransitionData`` (`to_transition_data`).
+    ``XpgymLearner`` replaces the prompt dataset with a placeholder and computes
+    ``advantage = G_t`` (normalised by `batch_normalize` across ranks when ``norm_return``).
+    Launch with ``critic_type="drgrpo"`` (the learner's Monte-Carlo route) and
+    ``num_samples=1``.
+
+    Raises:
+        ImportError: Oat's algorithms need vLLM, DeepSpeed and launchpad (a GPU install).
+    """
+    from dataclasses import dataclass
+
+    ppo = import_optional(
+        "oat.algorithms.ppo", needed_by="xpgym's Oat actor and learner", install=_INSTALL
+    )
+
+    import xpgym
+    from xpgym.core.rollout import RolloutCollector
+
+    @dataclass
+    class XpgymArgs(ppo.PPOArgs):
+        env_id: str = "game:GuessTheNumber-v0-easy"
+        gamma: float = 0.9
+        max_turns: int = 10
+        num_envs: int = 16
+        episodes_per_step: int = 16
+        norm_return: bool = True
+
+    class XpgymActor(ppo.PPOActor):
+        def step(self, prompts: Any, formatted_prompts: Any, references: Any = None) -> Any:
+            if not hasattr(self, "_xpgym_collector"):
+                policy = OatEnginePolicy(self.generate, self.sampling_params, self.tokenizer)
+                vec = xpgym.make_vec(self.args.env_id, self.args.num_envs)
+                self._xpgym_collector = RolloutCollector(vec, policy, max_turns=self.args.max_turns)
+                self._xpgym_steps = 0
+            self._xpgym_steps += 1
+            words = [self.args.seed, getattr(self, "actor_id", 0), self._xpgym_steps]
+            seed = int(np.random.SeedSequence(words).generate_state(1, dtype=np.uint64)[0] >> 1)
+            episodes = self._xpgym_collector.collect(self.args.episodes_per_step, seed=seed)
+            data = to_transition_data(
+                episodes,
+                gamma=self.args.gamma,
+                tokenizer=self.tokenizer,
+                ignore_no_eos=self.args.ignore_no_eos,
+            )
+            return self.ipc_client.serialize_ipc(data)
+
+    class XpgymLearner(ppo.PPOLearner):
+        def prepare_data(self, strategy: Any, tokenizer: Any) -> None:
+            self.prompts_dataset = self.eval_prompts_dataset = _PlaceholderPrompts()
+            self.prompts_dataloader = strategy.setup_dataloader(
+                self.prompts_dataset,
+                strategy.args.rollout_batch_size_per_device,
+                pin_memory=True,
+                shuffle=False,
+            )
+            self.eval_prompts_dataloader = self.prompts_dataloader
+
+        def compute_monte_carlo_advantages(self, rewards: Any, response_masks: Any) -> Any:
+            returns = rewards.sum(-1)  # G_t: each row's return sits on its last token
+            if not self.args.norm_return:
+                return returns
+            return batch_normalize(
+                returns, all_reduce=lambda t: self.strategy.all_reduce(t, op="sum")
+            )
+
+    return XpgymArgs, XpgymActor, XpgymLearner
+
+
+class _PlaceholderPrompts:
+    """Oat's learner iterates a prompt dataset to drive actor steps; xpgym actors make
+    their own episodes, so each item is an empty prompt/reference (a large fixed length)."""
+
+    def __len__(self) -> int:
+        return 10**9
+
+    def __getitem__(self, index: int) -> tuple[str, str, str]:
+        return "", "", ""

@@ -1,0 +1,502 @@
+r"""OpenRLHF adapter: `Episode`\s -> ``Experience``, an ``AgentExecutor``, and per-turn ReBN.
+
+Supported: ``openrlhf`` 0.11.x (dotted flags, ``AgentExecutor()`` with no arguments). Three
+parts:
+
+1. **Converter** `to_experience`: episodes -> the ``Experience`` that OpenRLHF's
+   ``SamplesGenerator`` builds from an agent's output, built with OpenRLHF's own class.
+2. **Hook** `AgentExecutor` (an ``AgentExecutorBase``, constructed with no arguments, as
+   ``--train.agent_func_path`` requires): plays one xpgym episode per dataset sample,
+   token-in/token-out through the vLLM engine, and returns OpenRLHF's output dict. The
+   dataset's label is `make_label` JSON: the task (env id, seed, group) and the options.
+   `AGENT_FUNC_PATH` is a file to pass as ``--train.agent_func_path``.
+3. **Override** `install_turn_rebn`: OpenRLHF has no per-turn returns (its
+   ``reinforce`` discounts per token from one episode reward at the last action token, then
+   whitens over tokens), so per-turn ReBN is not expressible with its flags. The smallest
+   override replaces ``RemoteExperienceMaker.compute_advantages_and_returns`` for batches
+   whose labels ask for it (``advantage="rebn"``/``"reinforce"`` in `make_label`): it reads
+   each episode's per-turn rewards from the label (the executor writes them there), finds
+   the turns as the runs of ``action_mask``, and computes ``rebn(discounted_returns(...))``
+   exactly as `xpgym.core.advantages`. Other batches go to OpenRLHF's own code. The method
+   runs in OpenRLHF's ``PPOTrainer`` Ray actor: install it there with Ray's
+   ``worker_process_setup_hook`` (the recipe does).
+
+Batch layout (one row per episode; ``T`` the longest row, ``A = T - 1``)
+--------------------------------------------------------------------
+
+=======================  =======  ======  =======  ==========================================
+field                    dtype    shape   padding  meaning
+=======================  =======  ======  =======  ==========================================
+``sequences``            int64    [B, T]  right    first prompt, then every turn's policy
+                                                   tokens and the env/tool tokens between
+                                                   them (``pad_token_id`` at padding)
+``attention_mask``       int64    [B, T]  right    1 on real tokens
+``action_mask``          int64    [B, A]  right    **next-token view**: ``action_mask[:, j]``
+                                                   is 1 when token ``j + 1`` is a policy
+                                                   token (env/tool, prompt, padding: 0)
+``rollout_log_probs``    float32  [B, A]  right    sampler log-prob of token ``j + 1`` (0 off
+                                                   policy tokens); None without log-probs
+``rewards``, ``scores``  float32  [B]     --       the episode's total reward
+``response_length``      int64    [B]     --       first to last policy token, inclusive
+``truncated``            bool     [B]     --       the last generation hit its token budget
+``total_length``         float32  [B]     --       real tokens
+``index``                list     B       --       row order (OpenRLHF groups rows as
+                                                   ``reshape(-1, n_samples_per_prompt)``:
+                                                   groups must be consecutive blocks of n)
+``labels``               list     B       --       `make_label` JSON with ``turn_rewards``
+=======================  =======  ======  =======  ==========================================
+
+Reward placement: OpenRLHF's ``compute_reward`` puts ``rewards`` (clipped to
+``--reward.clip_range``, default ±10) on the last 1 of ``action_mask``, i.e. the episode's
+last policy token; per-turn rewards survive only in the label (used by the override).
+
+Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
+---------------------------------------------------------------------------------
+* Advantages, OpenRLHF's own estimators (checked in the tests): ``group_norm`` =
+  ``grpo(s, g, eps=1e-9)`` (unbiased std; a one-member group gives NaN); ``dr_grpo`` and the
+  shaping of ``reinforce_baseline`` = ``dr_grpo(s, g)``; ``rloo`` = ``rloo(s, g)``;
+  ``reinforce`` with ``gamma=1`` = ``whiten(s, weights=n_tok, std="population", eps=1e-8,
+  eps_placement="clamp")``: the episode total on every action token, whitened over tokens
+  with the biased variance (episode-level and token-weighted, unlike ReBN). With
+  ``gamma < 1`` OpenRLHF discounts per token, env tokens included.
+* With the override: per-turn ReBN/REINFORCE equal to the reference (population std,
+  eps 1e-9); OpenRLHF's reward clipping and KL-in-reward are not applied (the override
+  refuses ``--algo.kl.init_coef > 0``).
+* Loss aggregation: OpenRLHF ``token-mean`` over the gradient-accumulation window (0.11.2
+  adds ``--actor.loss_agg_mode seq-mean-token-mean``); reference default ``token-mean``.
+* KL: OpenRLHF's default ``--algo.kl.init_coef 0.01`` adds a k1 KL penalty to the reward
+  and loads a reference model; the GEM paper and the reference use 0 (the recipe sets 0).
+* Clipping: symmetric 0.2, no dual clip (as the reference's default). Optimiser: Adam
+  (0.9, 0.95), cosine schedule with 3% warm-up by default (the recipe sets constant lr).
+* Budget: ``--data.max_len`` caps the whole sequence (prompt, env and policy tokens); the
+  per-turn budget is ``--rollout.max_new_tokens`` or what is left of ``max_len``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Sequence
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xpgym.core.optional import import_optional
+
+_INSTALL = 'pip install "xpgym[openrlhf]"'
+import_optional("openrlhf", needed_by="xpgym.adapters.openrlhf", install=_INSTALL)
+
+import torch  # noqa: E402
+from openrlhf.trainer.ppo_utils.experience import Experience  # noqa: E402
+from openrlhf.utils.agent import AgentExecutorBase  # noqa: E402
+
+from xpgym.core.batching import (  # noqa: E402
+    TOKEN_ESTIMATORS,
+    shift_to_predictions,
+    token_advantages,
+    turn_index_from_mask,
+)
+from xpgym.core.episode_runner import (  # noqa: E402
+    EnvPool,
+    EpisodeTask,
+    generation_from_ids,
+    run_episode,
+)
+from xpgym.core.policies import Generation  # noqa: E402
+from xpgym.core.trajectory import ChatPromptBuilder, Episode, episode_rows  # noqa: E402
+
+__all__ = [
+    "AGENT_FUNC_PATH",
+    "AgentExecutor",
+    "agent_output",
+    "install_turn_rebn",
+    "make_label",
+    "to_experience",
+    "turn_advantages",
+]
+
+logger = logging.getLogger(__name__)
+
+AGENT_FUNC_PATH = str(Path(__file__).with_name("openrlhf_agent_func.py"))
+"""A file for ``--train.agent_func_path`` that exposes `AgentExecutor`."""
+
+
+# --------------------------------------------------------------------------------------
+# Labels: the task in, per-turn rewards out
+# --------------------------------------------------------------------------------------
+
+
+def make_label(
+    task: EpisodeTask,
+    *,
+    advantage: str | None = None,
+    gamma: float = 1.0,
+    max_turns: int | None = None,
+    system_prompt: str | None = None,
+) -> str:
+    """The dataset label of one OpenRLHF prompt: which episode to play and how.
+
+    Args:
+        task: The env, reset seed and group (`EpisodeTask`).
+        advantage: ``"rebn"`` or ``"reinforce"`` to have the override (`install_turn_rebn`)
+            compute per-turn advantages; None leaves them to OpenRLHF's estimator.
+        gamma: Discount per turn for the override.
+        max_turns, system_prompt: Options of the episode (`run_episode`).
+    """
+    if advantage is not None and advantage not in TOKEN_ESTIMATORS:
+        raise ValueError(f"advantage must be one of {TOKEN_ESTIMATORS} or None, got {advantage!r}")
+    options = {
+        "advantage": advantage,
+        "gamma": gamma,
+        "max_turns": max_turns,
+        "system_prompt": system_prompt,
+    }
+    return json.dumps({"xpgym_task": json.loads(task.to_json()), "options": options})
+
+
+def _parse_label(label: str) -> dict[str, Any]:
+    data = json.loads(label)
+    if not isinstance(data, dict) or "xpgym_task" not in data:
+        raise ValueError(f"not an xpgym label (make_label): {label!r:.120}")
+    return data
+
+
+def _label_with_rewards(label: str | None, episode: Episode) -> str:
+    """The label, with the episode's per-turn rewards under ``turn_rewards``."""
+    if label is None:  # an episode from the collector: describe it
+        data = {
+            "xpgym_task": {
+                "env_id": episode.env_id,
+                "seed": episode.seed,
+                "group_id": episode.group_id,
+            },
+            "options": {},
+        }
+    else:
+        data = _parse_label(label)
+    data["turn_rewards"] = [turn.reward for turn in episode.turns]
+    return json.dumps(data)
+
+
+# --------------------------------------------------------------------------------------
+# Converter
+# --------------------------------------------------------------------------------------
+
+
+def to_experience(
+    episodes: Sequence[Episode],
+    *,
+    pad_token_id: int,
+    max_length: int | None = None,
+    truncate: bool = False,
+    labels: Sequence[str] | None = None,
+    n_samples_per_prompt: int | None = None,
+) -> Experience:
+    """The ``Experience`` OpenRLHF builds for `episodes` (one row each; module docstring).
+
+    Args:
+        episodes: Prefix-consistent episodes with token ids.
+        pad_token_id: Written at padding of ``sequences``.
+        max_length: ``--data.max_len``: a longer row raises, or with `truncate` keeps its
+            first tokens (OpenRLHF cuts ``sequences[:max_len]``).
+        labels: `make_label` labels per episode (default: one describing the episode);
+            ``turn_rewards`` is added to each.
+        n_samples_per_prompt: If given, check that groups are consecutive blocks of this
+            size (how OpenRLHF forms groups).
+
+    Raises:
+        ValueError: bad groups, or the layout's errors.
+    """
+    if n_samples_per_prompt is not None:
+        _check_groups(episodes, n_samples_per_prompt)
+    rows = episode_rows(episodes).pad(
+        pad_token_id=pad_token_id, max_length=max_length, truncate=truncate
+    )
+    action_mask = shift_to_predictions(rows.response_mask)
+    policy = rows.response_mask == 1
+    first = np.argmax(policy, axis=1)
+    last = policy.shape[1] - 1 - np.argmax(policy[:, ::-1], axis=1)
+    truncated = [bool(ep.turns[-1].info.get("generation_truncated", False)) for ep in episodes]
+    rewards = torch.from_numpy(rows.reward.astype(np.float32))
+    logprobs = None
+    if rows.rollout_logprobs is not None:
+        logprobs = torch.from_numpy(
+            np.ascontiguousarray(shift_to_predictions(rows.rollout_logprobs))
+        )
+    given = list(labels) if labels is not None else [None] * len(episodes)
+    if len(given) != len(episodes):
+        raise ValueError(f"{len(given)} labels for {len(episodes)} episodes")
+    return Experience(
+        sequences=torch.from_numpy(rows.input_ids),
+        attention_mask=torch.from_numpy(rows.attention_mask),
+        action_mask=torch.from_numpy(np.ascontiguousarray(action_mask)),
+        rollout_log_probs=logprobs,
+        rewards=rewards,
+        scores=rewards.clone(),
+        response_length=torch.from_numpy(last - first + 1),
+        truncated=torch.tensor(truncated, dtype=torch.bool),
+        total_length=torch.from_numpy(rows.attention_mask.sum(axis=1).astype(np.float32)),
+        index=list(range(len(rows))),
+        prompts=[str(ep.turns[0].observation) for ep in episodes],
+        labels=[_label_with_rewards(lab, ep) for lab, ep in zip(given, episodes, strict=True)],
+        images=[None] * len(rows),
+        mm_train_inputs=[None] * len(rows),
+        info={
+            "reward": rewards.clone(),
+            "score": rewards.clone(),
+            "response_clip_ratio": torch.from_numpy(rows.overlong.copy()),
+        },
+    )
+
+
+def _check_groups(episodes: Sequence[Episode], n: int) -> None:
+    if n < 1 or len(episodes) % n:
+        raise ValueError(f"{len(episodes)} episodes do not split into groups of {n}")
+    for start in range(0, len(episodes), n):
+        ids = {ep.group_id for ep in episodes[start : start + n]}
+        if len(ids) != 1 or None in ids:
+            raise ValueError(
+                f"episodes {start}..{start + n - 1} have group ids {sorted(map(str, ids))}; "
+                f"OpenRLHF groups consecutive blocks of n_samples_per_prompt={n}: sort by group"
+            )
+
+
+# --------------------------------------------------------------------------------------
+# Per-turn ReBN / REINFORCE override
+# --------------------------------------------------------------------------------------
+
+
+def turn_advantages(experiences: Sequence[Experience], *, estimator: str, gamma: float) -> None:
+    """Set per-turn REINFORCE or ReBN advantages on `experiences`, in place.
+
+    The statistic of ReBN runs over every turn of every experience (the whole batch, as the
+    reference). Per experience row: the turns are the runs of ``action_mask``; their rewards
+    come from the row's label (``turn_rewards``); ``advantages`` gets ``A_t`` on turn ``t``'s
+    action positions and ``returns`` gets ``G_t`` there (both ``[B, A]``, 0 elsewhere);
+    ``info["return"]`` is the episode's total reward.
+
+    Raises:
+        ValueError: a label without ``turn_rewards``, or a row whose number of turns differs
+            from its label's (e.g. cut by ``max_len``).
+    """
+    masks, token_rewards, shapes = [], [], []
+    for experience in experiences:
+        mask = experience.action_mask.detach().cpu().numpy().astype(np.int64)
+        index = turn_index_from_mask(mask)
+        rewards = np.zeros(mask.shape)
+        for b, label in enumerate(experience.labels):
+            turn_rewards = _parse_label(label).get("turn_rewards")
+            if turn_rewards is None:
+                raise ValueError(f"label of row {b} has no turn_rewards: {label!r:.120}")
+            turns = int(index[b].max(initial=-1)) + 1
+            if turns != len(turn_rewards):
+                raise ValueError(
+                    f"row {b} has {turns} runs of action_mask but its label lists "
+                    f"{len(turn_rewards)} turns (was the sequence cut by --data.max_len?)"
+                )
+            for t, reward in enumerate(turn_rewards):
+                rewards[b, np.flatnonzero(index[b] == t)[-1]] = reward
+        masks.append(mask)
+        token_rewards.append(rewards)
+        shapes.append(mask.shape)
+    width = max(shape[1] for shape in shapes)
+
+    def stack(parts: list[np.ndarray]) -> np.ndarray:
+        return np.concatenate([np.pad(p, ((0, 0), (0, width - p.shape[1]))) for p in parts])
+
+    all_mask, all_rewards = stack(masks), stack(token_rewards)
+    advantages = token_advantages(all_rewards, all_mask, estimator=estimator, gamma=gamma)
+    returns = token_advantages(all_rewards, all_mask, estimator="reinforce", gamma=gamma)
+    offset = 0
+    for experience, (rows, cols) in zip(experiences, shapes, strict=True):
+        device = experience.action_mask.device
+        part = slice(offset, offset + rows)
+        experience.advantages = torch.as_tensor(
+            advantages[part, :cols], dtype=torch.float32, device=device
+        )
+        experience.returns = torch.as_tensor(
+            returns[part, :cols], dtype=torch.float32, device=device
+        )
+        experience.info["return"] = experience.rewards.detach().clone()
+        experience.kl = None
+        offset += rows
+
+
+def install_turn_rebn() -> None:
+    """Route ``RemoteExperienceMaker.compute_advantages_and_returns`` through
+    `turn_advantages` for batches whose labels ask for it (idempotent; a Ray setup hook).
+
+    A batch is handled here when every label is a `make_label` label with ``advantage``
+    ``"rebn"`` or ``"reinforce"`` (all the same, with the same ``gamma``); any other batch
+    goes to OpenRLHF's own method. Refuses a KL penalty in the reward
+    (``--algo.kl.init_coef > 0`` without ``--algo.kl.use_loss``), which the override would
+    silently drop.
+    """
+    from openrlhf.trainer.ppo_utils import experience_maker
+
+    maker = experience_maker.RemoteExperienceMaker
+    original = getattr(maker, "_xpgym_original_compute", None)
+    if original is None:
+        original = maker.compute_advantages_and_returns
+        maker._xpgym_original_compute = original
+
+    def compute_advantages_and_returns(
+        self: Any, experiences: list[Experience]
+    ) -> list[Experience]:
+        options = _override_options(experiences)
+        if options is None:
+            return original(self, experiences)
+        kl_coef = float(getattr(self.kl_ctl, "value", 0.0) or 0.0)
+        if kl_coef > 0:
+            raise ValueError(
+                f"xpgym's per-turn {options['advantage']} override does not add a KL penalty "
+                f"to the reward (kl coef {kl_coef}); set --algo.kl.init_coef 0 or use "
+                f"--algo.kl.use_loss"
+            )
+        turn_advantages(experiences, estimator=options["advantage"], gamma=float(options["gamma"]))
+        return experiences
+
+    maker.compute_advantages_and_returns = compute_advantages_and_returns
+
+
+def _override_options(experiences: Sequence[Experience]) -> dict[str, Any] | None:
+    """The override's options when every label asks for it, else None."""
+    seen = set()
+    for experience in experiences:
+        for label in experience.labels:
+            try:
+                options = _parse_label(label)["options"]
+            except (ValueError, TypeError, KeyError):
+                return None
+            seen.add((options.get("advantage"), options.get("gamma", 1.0)))
+    if len(seen) != 1:
+        if any(advantage is not None for advantage, _ in seen):
+            raise ValueError(f"a batch mixes xpgym advantage options {sorted(map(str, seen))}")
+        return None
+    ((advantage, gamma),) = seen
+    if advantage is None:
+        return None
+    return {"advantage": advantage, "gamma": gamma}
+
+
+# --------------------------------------------------------------------------------------
+# Agent executor
+# --------------------------------------------------------------------------------------
+
+
+class AgentExecutor(AgentExecutorBase):
+    """OpenRLHF agent executor that plays one xpgym episode per call of `execute`.
+
+    Constructed with no arguments (``vllm_engine._load_agent_executor`` calls
+    ``AgentExecutor()``); one instance serves every sample of its vLLM actor, reusing envs.
+    The label names the task (`make_label`); the prompt text is not used (the env's own
+    observation is the prompt). Prompts are token-exact (the tokenizer's chat template,
+    appended turn by turn), the per-turn budget is ``sampling_params.max_tokens`` (if set)
+    capped by what is left of ``max_length``, and the output dict carries per-turn
+    rewards in its label for `install_turn_rebn`.
+    """
+
+    def __init__(self) -> None:
+        self.env_pool = EnvPool()
+        self._builders: dict[int, ChatPromptBuilder] = {}
+
+    async def execute(
+        self,
+        prompt: str,
+        label: str,
+        sampling_params: Any,
+        max_length: int,
+        hf_tokenizer: Any,
+        llm_engine: Any,
+        images: Any = None,
+    ) -> dict[str, Any]:
+        """Play the label's task; return OpenRLHF's agent output dict."""
+        spec = _parse_label(label)
+        options = spec.get("options", {})
+        task = EpisodeTask.from_json(spec["xpgym_task"])
+        builder = self._builders.setdefault(id(hf_tokenizer), ChatPromptBuilder(hf_tokenizer))
+        stops = [hf_tokenizer.eos_token_id]
+        want_logprobs = getattr(sampling_params, "logprobs", None) is not None
+
+        async def generate(prompt_ids: list[int], budget: int) -> Generation:
+            params = deepcopy(sampling_params)
+            params.max_tokens = budget
+            output = (await llm_engine.generate(prompt_ids, params)).outputs[0]
+            ids = list(output.token_ids)
+            logprobs = None
+            if want_logprobs and output.logprobs is not None:
+                logprobs = [
+                    step[token].logprob for step, token in zip(output.logprobs, ids, strict=True)
+                ]
+            reason = "length" if output.finish_reason == "length" else "stop"
+            return generation_from_ids(
+                hf_tokenizer,
+                ids,
+                logprobs=logprobs,
+                stop_token_ids=stops,
+                max_new_tokens=budget,
+                finish_reason=reason,
+            )
+
+        env = self.env_pool.acquire(task)
+        try:
+            episode = await run_episode(
+                env,
+                task,
+                generate,
+                builder,
+                max_new_tokens=getattr(sampling_params, "max_tokens", None) or max_length,
+                max_turns=options.get("max_turns"),
+                max_total_tokens=max_length,
+                system_prompt=options.get("system_prompt"),
+            )
+        finally:
+            self.env_pool.release(task, env)
+        return agent_output(
+            episode, prompt=prompt, label=label, images=images, with_logprobs=want_logprobs
+        )
+
+
+def agent_output(
+    episode: Episode,
+    *,
+    prompt: str,
+    label: str | None,
+    images: Any = None,
+    with_logprobs: bool = True,
+) -> dict[str, Any]:
+    """OpenRLHF's agent output dict for one episode (what ``execute`` returns).
+
+    ``observation_tokens`` is the episode row, ``action_ranges`` the ``[start, stop)`` of
+    each turn's policy tokens in it, ``rollout_log_probs`` one per token (0 off policy
+    tokens), ``reward``/``scores`` the episode total, ``truncated`` whether the last
+    generation hit its budget, and the label gains ``turn_rewards``.
+    """
+    rows = episode_rows([episode])
+    turn_index = rows.turn_index
+    ranges = []
+    for t in range(len(episode.turns)):
+        positions = np.flatnonzero(turn_index == t)
+        ranges.append((int(positions[0]), int(positions[-1]) + 1))
+    logprobs = None
+    if with_logprobs and rows.rollout_logprobs is not None:
+        logprobs = rows.rollout_logprobs.tolist()
+    last = episode.turns[-1]
+    return {
+        "prompt": prompt,
+        "label": _label_with_rewards(label, episode),
+        "images": images,
+        "mm_train_inputs": None,
+        "reward": episode.total_reward,
+        "scores": episode.total_reward,
+        "observation_tokens": rows.input_ids.tolist(),
+        "action_ranges": ranges,
+        "rollout_log_probs": logprobs,
+        "truncated": bool(last.info.get("generation_truncated", False)),
+        "extra_logs": {
+            "xpgym_turns": float(len(episode.turns)),
+            "xpgym_correct": float(bool(last.info.get("correct", False))),
+        },
+    }

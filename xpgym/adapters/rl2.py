@@ -1,0 +1,318 @@
+r"""RL2 adapter: `Episode`\s -> RL2's tensor dict, an env module, and per-turn ReBN.
+
+Supported: the PyPI release ``rl-square`` 0.0.2 (``RL2`` package). Current RL2 ``main``
+differs (see the end of this docstring). Three parts:
+
+1. **Converter** `to_tensor_dict`: episodes -> ``(tensor_dict, cu_seqs)`` as RL2's
+   ``Rollout.__call__`` returns them, built with RL2's own ``get_tensor_dict`` /
+   ``pack_tensor_dicts`` conventions.
+2. **Hook** the env module for ``rollout.env_path`` (`ENV_PATH`, functions `reset` and
+   `step`, RL2 0.0.2's text API): RL2's rollout calls ``reset(extra_info)`` once and
+   ``step(state_text, action_text, extra_info)`` per turn; xpgym plays the env named by the
+   dataset row's ``extra_info`` (`make_extra_info`) and renders each next state with the
+   tokenizer's chat template so that it extends ``state_text + action_text``: RL2 then keeps
+   the episode in one sequence and masks the env tokens.
+3. **Override** `install_turn_advantages`: RL2's ``reinforce`` sums each trajectory's
+   rewards (gamma ignored) and normalises episode scores, so per-turn returns and ReBN are
+   not expressible. ``adv.estimator=xpgym_rebn`` (or ``xpgym_reinforce``) with this override
+   installed computes per-turn ``G_t`` (``adv.gamma``) over each trajectory's turns, across
+   its sequences (``cu_seqs``), then ReBN over all turns, exactly as `xpgym.core.advantages`.
+   It patches ``RL2.trainer.ppo.compute_advantages`` (the name RL2's trainer calls); other
+   estimators go to RL2's own function.
+
+Tensor dict (``N`` sequences, right-padded with 0 to the longest, ``L - 1`` positions)
+----------------------------------------------------------------------------------
+
+================  =======  ===========  ==================================================
+key               dtype    shape        meaning
+================  =======  ===========  ==================================================
+``states``        int64    [N, L-1]     tokens ``0 .. n-2`` of the sequence (the inputs)
+``actions``       int64    [N, L-1]     token ``j + 1`` where it is a policy token, else 0
+``action_mask``   int64    [N, L-1]     1 where token ``j + 1`` is a policy token (env/tool
+                                        tokens, prompt, padding: 0)
+``eos_mask``      int64    [N, L-1]     1 at the last position of each sequence
+``position_ids``  int64    [N, L-1]     ``0 .. n-2``, 0 at padding
+``llm_logps``     float32  [N, L-1]     sampler log-prob of token ``j + 1`` (0 elsewhere)
+``rewards``       float32  [N, L-1]     each turn's reward at its last policy token (shifted
+                                        like ``actions``)
+``cu_seqs``       int64    [E+1]        sequence offsets of each episode (trajectory)
+================  =======  ===========  ==================================================
+
+An episode is one sequence when its prompts extend each other (token-exact turns), else
+it is split where they stop doing so (RL2's rule; `episode_rows(on_mismatch="split")`).
+
+Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
+---------------------------------------------------------------------------------
+* Advantages, RL2's own estimator (checked in the tests): ``reinforce`` with
+  ``norm_var=true`` = ``grpo(s, g, eps=float32 eps)`` per group of ``responses_per_prompt``
+  (unbiased std), or one global group with ``global_norm=true`` or
+  ``responses_per_prompt=1``; ``s`` is the *undiscounted* episode total, given to every
+  action token. With the override: the reference's per-turn REINFORCE/ReBN.
+* Loss aggregation: RL2 ``avg_level: token`` (token-mean over the optimizer batch's action
+  tokens) or ``sequence``; reference default token-mean.
+* ``update_per_rollout`` splits one pass into that many optimizer steps (not epochs).
+* KL off by default (``kl.coef 0``), as in the reference; weight decay 1e-2 (reference 0).
+* ``rollout.dynamic_filtering: true`` by default drops groups whose rewards are all equal
+  (groups of 2 or more only).
+* The env module works on text: RL2 re-tokenises each state delta, so token-exactness
+  holds when the tokenizer encodes decoded ids back to the same ids (true of common BPE
+  tokenizers on chat-template text). Use ``skip_special_tokens: false`` in the sampling
+  parameters so the action text keeps its end-of-turn token.
+
+Current RL2 ``main`` (not supported here)
+----------------------------------------
+The env module instead defines ``async generate(config, tokenizer, router_url, sample)``
+and runs the turn loop itself (``add_llm_response``/``add_env_response`` on a ``Sample``),
+with token ids from SGLang; config keys moved (``rollout.train.*``,
+``rollout.env_path``); advantages still come from ``compute_advantages`` in
+``RL2/utils/algorithms.py`` and keep the same tensor-dict keys. A ``generate`` over
+`xpgym.core.episode_runner.run_episode` would be the port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from xpgym.core.optional import import_optional
+
+_INSTALL = 'pip install "xpgym[rl2]"'
+import_optional("RL2", needed_by="xpgym.adapters.rl2", install=_INSTALL)
+
+import torch  # noqa: E402
+
+from xpgym.core.batching import (  # noqa: E402
+    shift_to_predictions,
+    token_advantages,
+    zero_padded_positions,
+)
+from xpgym.core.env import Env  # noqa: E402
+from xpgym.core.episode_runner import EnvPool, EpisodeTask  # noqa: E402
+from xpgym.core.rollout import _observation_messages  # noqa: E402
+from xpgym.core.trajectory import ChatPromptBuilder, Episode, episode_rows  # noqa: E402
+
+__all__ = [
+    "ENV_PATH",
+    "ESTIMATORS",
+    "install_turn_advantages",
+    "make_extra_info",
+    "reset",
+    "step",
+    "to_tensor_dict",
+]
+
+logger = logging.getLogger(__name__)
+
+ENV_PATH = str(Path(__file__).with_name("rl2_env.py"))
+"""A file for ``rollout.env_path`` that exposes `reset` and `step`."""
+
+ESTIMATORS = {"xpgym_reinforce": "reinforce", "xpgym_rebn": "rebn"}
+"""``adv.estimator`` values the override handles -> `token_advantages` estimator."""
+
+
+# --------------------------------------------------------------------------------------
+# Converter
+# --------------------------------------------------------------------------------------
+
+
+def to_tensor_dict(episodes: Sequence[Episode]) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+    """RL2's packed tensor dict and ``cu_seqs`` for `episodes` (module docstring).
+
+    Returns:
+        ``(tensor_dict, cu_seqs)``: ``[N, L - 1]`` tensors (``N`` sequences) and ``[E + 1]``
+        int64 offsets of each episode's sequences.
+    """
+    rows = episode_rows(episodes, on_mismatch="split").pad(pad_token_id=0)
+    lengths = rows.attention_mask.sum(axis=1)
+    width = rows.input_ids.shape[1] - 1
+    real = np.arange(width) < (lengths - 1)[:, None]  # positions 0 .. n-2
+    action_mask = shift_to_predictions(rows.response_mask)
+    eos_mask = np.zeros((len(rows), width), dtype=np.int64)
+    eos_mask[np.arange(len(rows)), lengths - 2] = 1
+    logprobs = rows.rollout_logprobs
+    if logprobs is None:
+        logprobs = np.zeros(rows.input_ids.shape, dtype=np.float32)
+    arrays = {
+        "states": np.where(real, rows.input_ids[:, :-1], 0),
+        "actions": np.where(action_mask == 1, shift_to_predictions(rows.input_ids), 0),
+        "action_mask": action_mask,
+        "eos_mask": eos_mask,
+        "position_ids": zero_padded_positions(real),
+        "llm_logps": shift_to_predictions(logprobs),
+        "rewards": shift_to_predictions(rows.token_rewards),
+    }
+    tensor_dict = {
+        key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in arrays.items()
+    }
+    per_episode = np.bincount(rows.episode_index, minlength=len(episodes))
+    cu_seqs = torch.from_numpy(np.concatenate([[0], np.cumsum(per_episode)]).astype(np.int64))
+    return tensor_dict, cu_seqs
+
+
+# --------------------------------------------------------------------------------------
+# Per-turn advantage override
+# --------------------------------------------------------------------------------------
+
+
+def turn_advantages(
+    config: Any, tensor_dict: dict[str, torch.Tensor], cu_seqs: torch.Tensor
+) -> None:
+    """Set ``tensor_dict["advantages"]`` to per-turn REINFORCE/ReBN advantages, in place.
+
+    ``config`` is RL2's ``adv`` config (``estimator`` one of `ESTIMATORS`, ``gamma``).
+    Rewards sit on each turn's last action position; a trajectory's turns are the runs of
+    ``action_mask`` over its sequences in order (``cu_seqs``).
+    """
+    estimator = ESTIMATORS[config.estimator]
+    advantages = token_advantages(
+        tensor_dict["rewards"].detach().cpu().numpy(),
+        tensor_dict["action_mask"].detach().cpu().numpy(),
+        estimator=estimator,  # type: ignore[arg-type]
+        gamma=float(config.gamma),
+        episode_offsets=cu_seqs.detach().cpu().numpy(),
+    )
+    tensor_dict["advantages"] = torch.as_tensor(advantages, dtype=torch.float32)
+
+
+def install_turn_advantages() -> None:
+    """Route ``RL2.trainer.ppo.compute_advantages`` through `turn_advantages` when
+    ``adv.estimator`` is one of `ESTIMATORS` (idempotent). Call it in every training process
+    before the trainer starts (the recipe does, under torchrun)."""
+    from RL2.trainer import ppo
+
+    original = getattr(ppo, "_xpgym_original_compute_advantages", None)
+    if original is None:
+        original = ppo.compute_advantages
+        ppo._xpgym_original_compute_advantages = original
+
+    def compute_advantages(
+        config: Any, raw_tensor_dict: dict, cu_seqs: torch.Tensor, step: int
+    ) -> None:
+        if config.estimator in ESTIMATORS:
+            turn_advantages(config, raw_tensor_dict, cu_seqs)
+        else:
+            original(config, raw_tensor_dict, cu_seqs, step)
+
+    ppo.compute_advantages = compute_advantages
+
+
+# --------------------------------------------------------------------------------------
+# Env module (RL2 0.0.2 text API)
+# --------------------------------------------------------------------------------------
+
+
+def make_extra_info(
+    task: EpisodeTask,
+    *,
+    tokenizer: str,
+    max_turns: int,
+    system_prompt: str | None = None,
+) -> dict[str, Any]:
+    """A dataset row's ``extra_info`` for the env module (the row has no ``prompt``).
+
+    Args:
+        task: The episode to play.
+        tokenizer: Name or path of the policy's tokenizer (the model), loaded once with
+            ``transformers.AutoTokenizer`` to render observations with its chat template.
+        max_turns: RL2's ``rollout.max_turns`` (the env module ends the episode there too).
+        system_prompt: Prepended to the first observation as a system message.
+    """
+    return {
+        "xpgym_task": task.to_json(),
+        "tokenizer": tokenizer,
+        "max_turns": max_turns,
+        "system_prompt": system_prompt,
+    }
+
+
+@dataclass
+class _Live:
+    """An episode in progress, between `reset` and its last `step`."""
+
+    task: EpisodeTask
+    env: Env
+    builder: ChatPromptBuilder
+    prompt_ids: list[int]
+    turns: int = 0
+
+
+_ENV_POOL = EnvPool()
+_LIVE: dict[str, _Live] = {}
+_TOKENIZERS: dict[str, Any] = {}
+
+
+def _tokenizer(name: str) -> Any:
+    if name not in _TOKENIZERS:
+        transformers = import_optional(
+            "transformers", needed_by="the RL2 env module", install=_INSTALL
+        )
+        _TOKENIZERS[name] = transformers.AutoTokenizer.from_pretrained(name)
+    return _TOKENIZERS[name]
+
+
+def _decode(tokenizer: Any, ids: list[int]) -> str:
+    return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+
+async def reset(extra_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """RL2 0.0.2 ``reset``: start the row's episode; return its first state text.
+
+    The returned ``extra_info`` adds ``xpgym_episode`` (the live episode's key).
+    """
+    task = EpisodeTask.from_json(extra_info["xpgym_task"])
+    tokenizer = _tokenizer(extra_info["tokenizer"])
+    env = _ENV_POOL.acquire(task)
+    observation, _ = await asyncio.to_thread(env.reset, seed=task.seed)
+    messages = _observation_messages(observation, {}, first=True)
+    system_prompt = extra_info.get("system_prompt")
+    if system_prompt is not None and not (messages and messages[0]["role"] == "system"):
+        messages.insert(0, {"role": "system", "content": system_prompt})
+    builder = ChatPromptBuilder(tokenizer)
+    prompt_ids = builder.start(messages)
+    key = uuid.uuid4().hex
+    _LIVE[key] = _Live(task, env, builder, prompt_ids)
+    return _decode(tokenizer, prompt_ids), {**extra_info, "xpgym_episode": key}
+
+
+async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) -> dict[str, Any]:
+    """RL2 0.0.2 ``step``: play `action_text`; return ``next_state``, ``reward``, ``score``,
+    ``done`` and ``extra_info``.
+
+    ``next_state`` is ``state_text + action_text`` followed by the template's end-of-turn
+    text the action lacks, the next observation as a message and the generation prompt, so
+    RL2 appends only env tokens. The episode ends (``done``) when the env ends it or at
+    ``max_turns``; its env is then returned to the pool.
+    """
+    key = extra_info["xpgym_episode"]
+    live = _LIVE[key]
+    tokenizer = live.builder.tokenizer
+    observation, reward, terminated, truncated, info = await asyncio.to_thread(
+        live.env.step, action_text
+    )
+    live.turns += 1
+    done = bool(terminated or truncated or live.turns >= int(extra_info["max_turns"]))
+    next_state = ""
+    if done:
+        del _LIVE[key]
+        _ENV_POOL.release(live.task, live.env)
+    else:
+        response_ids = tokenizer.encode(action_text, add_special_tokens=False)
+        messages = _observation_messages(observation, info, first=False)
+        new_prompt = live.builder.extend(live.prompt_ids, response_ids, messages)
+        added = new_prompt[len(live.prompt_ids) + len(response_ids) :]
+        next_state = state_text + action_text + _decode(tokenizer, added)
+        live.prompt_ids = new_prompt
+    return {
+        "next_state": next_state,
+        "reward": float(reward),
+        "score": float(reward),
+        "done": done,
+        "extra_info": extra_info,
+    }

@@ -1,0 +1,317 @@
+r"""ROLL adapter: xpgym envs in GEM's registry, ROLL's batch keys, a step_reinforce config.
+
+ROLL (alibaba/ROLL, 0.3.x) is not on PyPI (the ``roll`` name there is another project), so
+what this module provides is what can be built and checked without it:
+
+1. **Hook** `register_gem_envs`: ROLL's env managers create envs with GEM's
+   ``gem.make(env_id=..., **env_config)`` and call ``reset(seed=...)`` /
+   ``step(action=...)``; ROLL pins ``gem-llm==0.0.4``. This registers xpgym ids in that
+   registry, under ``"xpgym:" + id`` (GEM 0.0.4 registers its own ``game:...`` ids),
+   with `XpgymGemEnv`, a ``gem.core.Env`` over an xpgym env. Use ``env_type:
+   "xpgym:game:GuessTheNumber-v0-easy"`` in ROLL's ``custom_envs``. ROLL's env managers run
+   in Ray actors: register there too, with Ray's ``worker_process_setup_hook``
+   (`ROLL_RUNTIME_ENV`; call ``ray.init(runtime_env=...)`` before ROLL's own ``init()``,
+   which then keeps it).
+2. **Converters** `step_batch` / `trajectory_batch`: episodes -> the keys ROLL's
+   ``StepEnvManager`` / ``TrajEnvManager`` put in their ``DataProto`` (``formulate_rollouts``),
+   as numpy arrays in a `RollBatch` (`RollBatch.to_data_proto` wraps them in ROLL's class
+   where ROLL is installed).
+3. **Config** `STEP_REINFORCE_CONFIG`: the pipeline keys for multi-turn REINFORCE with batch
+   mean/std normalisation (ReBN), as ROLL's GEM game configs use.
+
+Untested here (ROLL cannot be installed on this CPU machine): ROLL's own env managers and
+pipeline on these envs, `RollBatch.to_data_proto`, and the Ray setup hook inside ROLL.
+
+Keys (both layouts right-padded to ``sequence_length``; ``L`` = ``sequence_length``)
+-----------------------------------------------------------------------------------
+
+=================  ==========  =========  ================================================
+key                dtype       shape      meaning
+=================  ==========  =========  ================================================
+``input_ids``      int64       [B, L]     step: the turn's prompt + response; trajectory:
+                                          the episode row (env tokens included)
+``attention_mask`` int64       [B, L]     1 on real tokens
+``position_ids``   int64       [B, L]     ``0 .. n-1``, **0 at padding** (ROLL pads with 0)
+``response_mask``  bool        [B, L]     1 on policy tokens (aligned with ``input_ids``;
+                                          ROLL's pipeline takes ``[:, 1:]``)
+``prompt_mask``    bool        [B, L]     1 before the first policy token
+``scores``         float32     [B, L]     step: the turn's reward; trajectory: the
+                                          episode's total; on the last real token
+``infer_logprobs`` float32     [B, L-1]   next-token view of the sampler log-probs (0 off
+                                          policy tokens); only with log-probs
+``episode_scores`` object      [B]        the episode's total reward
+``step_scores``    object      [B]        step: the turn's reward; trajectory: the list of
+                                          per-turn rewards
+``step``           object      [B]        step layout only: the turn index
+``state_hash``     object      [B]        step layout only: group id + turn (a stand-in for
+                                          ROLL's hash of the observation)
+``tags``, ``env_ids``, ``group_ids``, ``traj_group_id``, ``traj_id``: object [B] ids
+=================  ==========  =========  ================================================
+
+``step_reinforce`` (with `STEP_REINFORCE_CONFIG`) computes, per ``traj_id`` ordered by
+``step``, ``G_t = r_t + step_reward_gamma * G_{t+1}`` over ``step_scores``, then normalises
+over the batch. In xpgym's terms (from ROLL's source; not run here)::
+
+    rebn(discounted_returns(r, m, gamma), m, std="unbiased", eps=1e-6,
+         zero_std="zero", zero_std_tol=1e-6)
+
+Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
+---------------------------------------------------------------------------------
+* ReBN: unbiased std, eps 1e-6, zero output when the std is at most 1e-6 (reference:
+  population std, eps 1e-9); ``advantage_clip: 20`` in ROLL's GEM configs.
+* Loss aggregation: ROLL default ``seq-mean-token-mean``; GEM configs and
+  `STEP_REINFORCE_CONFIG` use ``token-mean`` (as the reference default).
+* KL: ROLL's default ``init_kl_coef: 0.2`` loads a reference model; the config sets 0.
+* ``batch_adjust_mode`` copies or deletes samples to fit divisibility (``delete`` here).
+* Budget: ``max_tokens_per_step`` per turn and ``sequence_length`` per sample; ROLL cuts
+  longer samples (this converter raises unless ``truncate=True``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from xpgym.adapters._trainer_import import import_trainer
+from xpgym.core.optional import import_optional
+
+_INSTALL = 'pip install "xpgym[roll]"'
+gem = import_trainer("gem", adapter="roll", install=_INSTALL)  # gem configures logging
+
+from gem.core import Env as GemEnv  # noqa: E402
+
+from xpgym.core.batching import (  # noqa: E402
+    Layout,
+    build_rows,
+    on_last_policy_token,
+    row_group_ids,
+    shift_to_predictions,
+    zero_padded_positions,
+)
+from xpgym.core.registry import list_envs, make  # noqa: E402
+from xpgym.core.trajectory import Episode  # noqa: E402
+
+__all__ = [
+    "PREFIX",
+    "ROLL_RUNTIME_ENV",
+    "STEP_REINFORCE_CONFIG",
+    "RollBatch",
+    "XpgymGemEnv",
+    "register_gem_envs",
+    "step_batch",
+    "trajectory_batch",
+]
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "xpgym:"
+"""GEM id of an xpgym env: this prefix and the xpgym id."""
+
+ROLL_RUNTIME_ENV = {"worker_process_setup_hook": "xpgym.adapters.roll.register_gem_envs"}
+"""Ray ``runtime_env`` entry that registers xpgym envs in every ROLL worker."""
+
+STEP_REINFORCE_CONFIG: dict[str, Any] = {
+    "env_manager_cls": "roll.pipeline.agentic.env_manager.step_env_manager.StepEnvManager",
+    "adv_estimator": "step_reinforce",
+    "step_reward_gamma": 0.9,  # GEM: 0.9 for games
+    "reward_normalization": {"grouping": "batch", "method": "mean_std"},
+    "gamma": 1.0,
+    "whiten_advantages": False,
+    "advantage_clip": 20,
+    "init_kl_coef": 0.0,
+    "loss_agg_mode": "token-mean",
+    "ppo_epochs": 2,
+    "max_grad_norm": 1.0,
+    "batch_adjust_mode": "delete",
+}
+"""ROLL pipeline keys for per-turn REINFORCE + batch mean/std normalisation (ReBN)."""
+
+
+# --------------------------------------------------------------------------------------
+# GEM registry
+# --------------------------------------------------------------------------------------
+
+
+class XpgymGemEnv(GemEnv):
+    """A ``gem.core.Env`` playing an xpgym env, with GEM's signatures.
+
+    ``reset(seed=None) -> (observation, info)`` and ``step(action) -> (observation, reward,
+    terminated, truncated, info)``; ``sample_random_action``, ``get_state``/``set_state``
+    and ``close`` pass through. A ``seed`` keyword given at construction (ROLL puts the
+    group seed in the env config) is the default reset seed.
+
+    Args:
+        xpgym_id: The xpgym id (GEM's ``make`` owns the name ``env_id``).
+        seed: Default seed of `reset` (optional).
+        **kwargs: Passed to ``xpgym.make``.
+    """
+
+    def __init__(self, xpgym_id: str, seed: int | None = None, **kwargs: Any) -> None:
+        super().__init__()
+        self.xpgym_id = xpgym_id
+        self.default_seed = seed
+        self.env = make(xpgym_id, **kwargs)
+
+    def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
+        """Reset the xpgym env (never GEM's global seeding)."""
+        return self.env.reset(seed=self.default_seed if seed is None else seed, **kwargs)
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """One step of the xpgym env."""
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        return observation, float(reward), bool(terminated), bool(truncated), info
+
+    def sample_random_action(self) -> str:
+        return self.env.sample_random_action()
+
+    def get_state(self) -> Any:
+        return self.env.get_state()
+
+    def set_state(self, state: Any) -> None:
+        self.env.set_state(state)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def register_gem_envs(env_ids: Sequence[str] | None = None, *, prefix: str = PREFIX) -> list[str]:
+    """Register xpgym envs in GEM's registry as ``prefix + id`` (idempotent).
+
+    Args:
+        env_ids: xpgym ids (default: every registered id).
+        prefix: Prepended to each id (GEM ids must not collide with GEM's own).
+
+    Returns:
+        The GEM ids now registered for `env_ids`.
+    """
+    from gem.envs.registration import ENV_REGISTRY
+
+    ids = list(list_envs()) if env_ids is None else list(env_ids)
+    out = []
+    for env_id in ids:
+        gem_id = f"{prefix}{env_id}"
+        if gem_id not in ENV_REGISTRY:
+            gem.register(gem_id, "xpgym.adapters.roll:XpgymGemEnv", xpgym_id=env_id)
+        out.append(gem_id)
+    logger.debug("registered %d xpgym envs in GEM's registry", len(out))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# ROLL's DataProto keys
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class RollBatch:
+    """ROLL ``DataProto`` contents: ``batch`` (tensor keys, numpy here) and
+    ``non_tensor_batch`` (object arrays), both with ``B`` rows."""
+
+    batch: dict[str, np.ndarray]
+    non_tensor_batch: dict[str, np.ndarray]
+
+    def __len__(self) -> int:
+        return len(self.batch["input_ids"])
+
+    def to_data_proto(self) -> Any:
+        """ROLL's ``DataProto`` with these keys (needs ROLL; untested here)."""
+        protocol = import_optional(
+            "roll.distributed.scheduler.protocol",
+            needed_by="RollBatch.to_data_proto",
+            install="ROLL (git)",
+        )
+        import torch
+
+        tensors = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in self.batch.items()}
+        return protocol.DataProto.from_dict(
+            tensors=tensors, non_tensors=dict(self.non_tensor_batch)
+        )
+
+
+def step_batch(
+    episodes: Sequence[Episode],
+    *,
+    pad_token_id: int,
+    sequence_length: int,
+    tag: str = "xpgym",
+    truncate: bool = False,
+) -> RollBatch:
+    """``StepEnvManager`` samples: one row per turn (module docstring)."""
+    return _batch(episodes, "per_turn", pad_token_id, sequence_length, tag, truncate)
+
+
+def trajectory_batch(
+    episodes: Sequence[Episode],
+    *,
+    pad_token_id: int,
+    sequence_length: int,
+    tag: str = "xpgym",
+    truncate: bool = False,
+) -> RollBatch:
+    """``TrajEnvManager`` samples: one row per episode (module docstring)."""
+    return _batch(episodes, "per_episode", pad_token_id, sequence_length, tag, truncate)
+
+
+def _batch(
+    episodes: Sequence[Episode],
+    layout: Layout,
+    pad_token_id: int,
+    sequence_length: int,
+    tag: str,
+    truncate: bool,
+) -> RollBatch:
+    packed = build_rows(episodes, layout)
+    rows = packed.pad(
+        pad_token_id=pad_token_id,
+        max_length=sequence_length,
+        truncate=truncate,
+        pad_to_max_length=True,
+    )
+    per_turn = layout == "per_turn"
+    response_mask = rows.response_mask.astype(bool)
+    first_policy = np.argmax(response_mask, axis=1)
+    totals = [ep.total_reward for ep in episodes]
+    score_per_row = rows.reward if per_turn else np.array([totals[e] for e in rows.episode_index])
+    batch = {
+        "input_ids": rows.input_ids,
+        "attention_mask": rows.attention_mask,
+        "position_ids": zero_padded_positions(rows.attention_mask),
+        "response_mask": response_mask,
+        "prompt_mask": np.arange(rows.input_ids.shape[1]) < first_policy[:, None],
+        "scores": on_last_policy_token(score_per_row, response_mask),
+    }
+    if rows.rollout_logprobs is not None:
+        batch["infer_logprobs"] = np.ascontiguousarray(shift_to_predictions(rows.rollout_logprobs))
+    groups = row_group_ids(episodes, rows)
+    traj_ids = np.array(
+        [f"{g}/{e}" for g, e in zip(groups, rows.episode_index, strict=True)], dtype=object
+    )
+
+    def objects(values: Any) -> np.ndarray:
+        out = np.empty(len(rows), dtype=object)
+        out[:] = list(values)
+        return out
+
+    non_tensor = {
+        "env_ids": objects(int(e) for e in rows.episode_index),
+        "group_ids": groups,
+        "tags": objects([tag] * len(rows)),
+        "episode_scores": objects(totals[e] for e in rows.episode_index),
+        "traj_group_id": groups.copy(),
+        "traj_id": traj_ids,
+    }
+    if per_turn:
+        non_tensor["step_scores"] = objects(float(r) for r in rows.reward)
+        non_tensor["step"] = objects(int(t) for t in rows.first_turn)
+        non_tensor["state_hash"] = objects(
+            f"{g}#{t}" for g, t in zip(groups, rows.first_turn, strict=True)
+        )
+    else:
+        non_tensor["step_scores"] = objects(
+            [turn.reward for turn in episodes[e].turns] for e in rows.episode_index
+        )
+    return RollBatch(batch=batch, non_tensor_batch=non_tensor)

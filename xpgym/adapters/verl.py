@@ -1,0 +1,486 @@
+r"""verl adapter: `Episode`\s -> ``verl.DataProto``, an agent loop, and ReBN estimators.
+
+Supported: ``verl`` 0.9.x with its V1 trainer (``trainer.use_v1=true``, the default). The
+legacy trainer (``main_ppo_v0``) builds ``rm_scores`` from one scalar per sequence and
+cannot take a list of outputs, so per-turn rewards and per-turn rows would be lost there;
+`XpgymAgentLoop` refuses it.
+
+Three parts:
+
+1. **Converter** `to_data_proto`: episodes -> the ``DataProto`` that verl's agent-loop
+   rollout produces, built with verl's own ``DataProto`` / ``TensorDict``.
+2. **Hook** `XpgymAgentLoop` (registered as ``"xpgym_agent"``): an ``AgentLoopBase`` that
+   plays one xpgym episode per dataset row through verl's token-in/token-out
+   ``server_manager.generate``, and returns one output (``layout="per_episode"``) or a list
+   of outputs, one per turn (``"per_turn"``; V1 stores each as its own row).
+3. **Estimators** ``xpgym_reinforce`` and ``xpgym_rebn``, registered with
+   ``core_algos.register_adv_est`` when this module is imported (`register_estimators`):
+   per-turn REINFORCE returns and ReBN of `xpgym.core.advantages`, computed from verl's
+   ``token_level_rewards`` and ``response_mask`` (turns = runs of the mask). verl runs
+   estimators in its TaskRunner process: import this module there (the recipe sets Ray's
+   ``worker_process_setup_hook`` to `register_estimators`).
+
+Batch layout (``B`` rows; ``P``/``R`` the longest prompt/response, or the configured
+``rollout.prompt_length``/``response_length`` with ``pad_to_max_length=True``)
+----------------------------------------------------------------------------------------
+
+===================  =======  ==========  =======  ====================================
+key                  dtype    shape       padding  meaning
+===================  =======  ==========  =======  ====================================
+``prompts``          int64    [B, P]      left     the row's first prompt (history
+                                                   included in per-turn rows)
+``responses``        int64    [B, R]      right    everything after it: policy tokens
+                                                   and, in episode rows, the env/tool
+                                                   tokens between turns
+``response_mask``    int64    [B, R]      right    1 on policy tokens only (loss mask);
+                                                   0 on env/tool tokens and padding
+``input_ids``        int64    [B, P+R]    both     ``prompts`` then ``responses``
+``attention_mask``   int64    [B, P+R]    both     1 on real tokens
+``position_ids``     int64    [B, P+R]    both     ``clip(cumsum(attention_mask)-1, 0)``
+``rm_scores``        float32  [B, R]      right    reward placement, below
+``rollout_log_probs`` float32 [B, R]      right    sampler log-probs on policy tokens, 0
+                                                   elsewhere (only when episodes have them)
+``uid`` (non-tensor) object   [B]         --       the episode's ``group_id`` (GRPO group)
+``__num_turns__``    int32    [B]         --       2 x the row's turns (user + assistant)
+===================  =======  ==========  =======  ====================================
+
+Reward placement (``rm_scores``, which V1 copies to ``token_level_scores`` and, without a KL
+penalty, ``token_level_rewards``): ``per_episode`` rows carry each turn's reward ``r_t`` on
+that turn's last policy token; ``per_turn`` rows carry the turn's **return**
+``G_t = r_t + gamma * G_{t+1}`` on its last token, because a verl estimator sees rows, not
+episodes (gamma is ``algorithm.gamma``). With that, ``xpgym_reinforce`` and ``xpgym_rebn``
+give the same per-turn advantages in both layouts, equal to the reference
+(`xpgym.core.advantages`: ``rebn(discounted_returns(r, m, gamma), m)``, population std,
+``eps = 1e-9`` added to the std). verl's built-in ``grpo``/``rloo`` read each row's reward
+sum, so they need ``per_episode`` rows (sum = the episode's total reward).
+
+Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
+---------------------------------------------------------------------------------
+* Advantages: ``xpgym_rebn``/``xpgym_reinforce`` equal the reference exactly. verl's
+  ``grpo`` equals ``grpo(scores, uid, single_member="keep")`` (unbiased std, eps 1e-6, a
+  one-member group keeps its score); ``norm_adv_by_std_in_grpo=False`` equals ``dr_grpo``;
+  ``rloo`` equals ``rloo(..., single_member="keep")``. verl's ``reinforce_plus_plus`` and
+  ``gae`` discount per *token* and whiten token-weighted with the unbiased std: with
+  ``gamma=1`` they equal ``whiten(G, m, weights=n_tok)`` (see the tests).
+* Loss aggregation: verl default ``token-mean`` over the global mini-batch; the reference
+  default is ``token-mean`` per minibatch (the same for one minibatch). GEM's verl recipe
+  used ``seq-mean-token-sum-norm`` with the padded ``response_length`` as the divisor.
+* Old log-probs: verl recomputes them, or takes ``log_prob.detach()`` when there is one
+  mini-batch and ``ppo_epochs=1`` (the reference's ``old_logprobs="detach"``).
+* Clipping: verl always applies dual-clip (``clip_ratio_c=3``) to negative advantages; the
+  reference does only with ``dual_clip_c`` set (no effect on a single on-policy pass).
+* KL: off by default in verl (``use_kl_loss=false``, ``use_kl_in_reward=false``), as in the
+  reference (``kl_coef=0``) and the GEM paper.
+* Budget: verl's ``response_length`` caps everything after the first prompt, env tokens
+  included; the reference caps each turn (``max_new_tokens``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from xpgym.adapters._trainer_import import root_logging_kept
+from xpgym.core.optional import import_optional
+
+_INSTALL = 'pip install "xpgym[verl]"'
+with root_logging_kept():  # verl's logging_utils calls logging.basicConfig
+    import_optional("verl", needed_by="xpgym.adapters.verl", install=_INSTALL)
+    import torch
+    from tensordict import TensorDict
+    from verl import DataProto
+    from verl.experimental.agent_loop.agent_loop import (
+        AgentLoopBase,
+        AgentLoopMetrics,
+        AgentLoopOutput,
+        register,
+    )
+    from verl.trainer.ppo import core_algos
+
+from xpgym.core.batching import (  # noqa: E402
+    Layout,
+    build_rows,
+    on_last_policy_token,
+    row_group_ids,
+    row_returns,
+    token_advantages,
+)
+from xpgym.core.episode_runner import (  # noqa: E402
+    EnvPool,
+    EpisodeTask,
+    generation_from_ids,
+    run_episode,
+)
+from xpgym.core.policies import Generation  # noqa: E402
+from xpgym.core.trajectory import ChatPromptBuilder, Episode, SplitRows  # noqa: E402
+
+__all__ = [
+    "AGENT_NAME",
+    "ESTIMATORS",
+    "XpgymAgentLoop",
+    "XpgymAgentLoopOutput",
+    "dataset_rows",
+    "episode_outputs",
+    "register_estimators",
+    "to_data_proto",
+]
+
+logger = logging.getLogger(__name__)
+
+AGENT_NAME = "xpgym_agent"
+"""The ``agent_name`` of `XpgymAgentLoop` (dataset column or ``default_agent_loop``)."""
+
+
+# --------------------------------------------------------------------------------------
+# Converter
+# --------------------------------------------------------------------------------------
+
+
+def to_data_proto(
+    episodes: Sequence[Episode],
+    *,
+    pad_token_id: int,
+    layout: Layout = "per_episode",
+    gamma: float = 1.0,
+    max_prompt_length: int | None = None,
+    max_response_length: int | None = None,
+    truncate: bool = False,
+    pad_to_max_length: bool = False,
+) -> DataProto:
+    """The ``DataProto`` verl's agent-loop rollout would give for `episodes`.
+
+    Args:
+        episodes: Episodes with token ids (prefix-consistent for ``"per_episode"``).
+        pad_token_id: Id written at padding (the tokenizer's pad token).
+        layout: ``"per_episode"`` (one row per episode) or ``"per_turn"`` (one per turn).
+        gamma: Discount per turn; used only by ``"per_turn"`` rows (``rm_scores`` holds
+            each turn's return there). Pass ``algorithm.gamma``.
+        max_prompt_length, max_response_length: verl's ``rollout.prompt_length`` /
+            ``response_length``. A longer prompt raises; a longer response raises, or with
+            `truncate` keeps its first tokens (rewards of cut tokens move to the last kept
+            policy token, as in `PackedRows.split`).
+        pad_to_max_length: Pad to those lengths (verl's fixed shapes) instead of the
+            longest row.
+
+    Returns:
+        A ``DataProto`` with the keys of the module docstring's table.
+    """
+    rows, rm_scores = _split_rows(
+        episodes,
+        pad_token_id=pad_token_id,
+        layout=layout,
+        gamma=gamma,
+        max_prompt_length=max_prompt_length,
+        max_response_length=max_response_length,
+        truncate=truncate,
+        pad_to_max_length=pad_to_max_length,
+    )
+    tensors = {
+        "prompts": rows.prompts,
+        "responses": rows.responses,
+        "response_mask": rows.response_mask,
+        "input_ids": rows.input_ids,
+        "attention_mask": rows.attention_mask,
+        "position_ids": rows.position_ids,
+        "rm_scores": rm_scores,
+    }
+    if rows.rollout_logprobs is not None:
+        tensors["rollout_log_probs"] = rows.rollout_logprobs
+    batch = TensorDict(
+        {key: torch.from_numpy(np.ascontiguousarray(value)) for key, value in tensors.items()},
+        batch_size=[len(rows)],
+    )
+    non_tensor = {
+        "uid": row_group_ids(episodes, rows),
+        "__num_turns__": (2 * rows.num_turns).astype(np.int32),
+    }
+    return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info={})
+
+
+def _split_rows(
+    episodes: Sequence[Episode], *, layout: Layout, gamma: float, **split_kwargs: Any
+) -> tuple[SplitRows, np.ndarray]:
+    """verl's rows of `episodes` and their ``rm_scores`` (module docstring)."""
+    rows = build_rows(episodes, layout).split(**split_kwargs)
+    if layout == "per_turn":
+        return rows, on_last_policy_token(row_returns(episodes, rows, gamma), rows.response_mask)
+    return rows, rows.token_rewards
+
+
+# --------------------------------------------------------------------------------------
+# Advantage estimators
+# --------------------------------------------------------------------------------------
+
+
+def _gamma(config: Any) -> float:
+    """``algorithm.gamma`` from verl's ``AlgoConfig`` / ``DictConfig`` (1.0, verl's default,
+    when no config is given)."""
+    if config is None:
+        return 1.0
+    gamma = config.get("gamma", 1.0) if hasattr(config, "get") else getattr(config, "gamma", 1.0)
+    return float(gamma)
+
+
+def _as_tensors(
+    advantages: np.ndarray, returns: np.ndarray, like: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    def convert(values: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(values, dtype=torch.float32, device=like.device)
+
+    return convert(advantages), convert(returns)
+
+
+def xpgym_reinforce(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl estimator ``xpgym_reinforce``: ``A_t = G_t`` per turn, on the turn's tokens.
+
+    Args (verl's estimator signature; other keyword arguments such as ``index`` are
+    ignored):
+        token_level_rewards: ``[B, R]`` rewards on each turn's last policy token.
+        response_mask: ``[B, R]`` 1 on policy tokens.
+        config: verl's algorithm config; ``gamma`` is read from it.
+
+    Returns:
+        ``(advantages, returns)``, both ``[B, R]`` float32 and equal here.
+    """
+    returns = token_advantages(
+        token_level_rewards.detach().cpu().numpy(),
+        response_mask.detach().cpu().numpy(),
+        estimator="reinforce",
+        gamma=_gamma(config),
+    )
+    return _as_tensors(returns, returns, token_level_rewards)
+
+
+def xpgym_rebn(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl estimator ``xpgym_rebn``: ReBN over all turns of the batch (GEM's baseline).
+
+    ``A_t = (G_t - mean(G)) / (std(G) + 1e-9)`` with the population std over every turn of
+    every row (`xpgym.core.batching.token_advantages`); ``returns`` is ``G_t`` on each turn's
+    tokens. Arguments as `xpgym_reinforce`.
+    """
+    rewards = token_level_rewards.detach().cpu().numpy()
+    mask = response_mask.detach().cpu().numpy()
+    gamma = _gamma(config)
+    advantages = token_advantages(rewards, mask, estimator="rebn", gamma=gamma)
+    returns = token_advantages(rewards, mask, estimator="reinforce", gamma=gamma)
+    return _as_tensors(advantages, returns, token_level_rewards)
+
+
+ESTIMATORS = {"xpgym_reinforce": xpgym_reinforce, "xpgym_rebn": xpgym_rebn}
+"""verl ``algorithm.adv_estimator`` names this module registers."""
+
+
+def register_estimators() -> None:
+    """Register `ESTIMATORS` in verl's registry (idempotent; also a Ray setup hook).
+
+    verl raises when a name is registered twice with different functions (as after a module
+    reload); this overwrites our own names instead.
+    """
+    for name, fn in ESTIMATORS.items():
+        if name in core_algos.ADV_ESTIMATOR_REGISTRY:
+            core_algos.ADV_ESTIMATOR_REGISTRY[name] = fn
+        else:
+            core_algos.register_adv_est(name)(fn)
+
+
+register_estimators()
+
+
+# --------------------------------------------------------------------------------------
+# Agent loop
+# --------------------------------------------------------------------------------------
+
+
+def dataset_rows(
+    tasks: Sequence[EpisodeTask],
+    *,
+    layout: Layout = "per_episode",
+    max_turns: int | None = None,
+    max_new_tokens: int | None = None,
+    system_prompt: str | None = None,
+) -> list[dict[str, Any]]:
+    """Rows of a verl RL dataset (e.g. written to parquet) that play `tasks`.
+
+    Each row has ``data_source`` ``"xpgym"``, ``agent_name`` `AGENT_NAME`, a placeholder
+    ``prompt`` (verl's dataset requires chat messages; the env's observation replaces them)
+    and ``extra_info`` with the task (``xpgym_task``, `EpisodeTask.to_json`) and the
+    agent-loop options (``layout``, ``max_turns``, ``max_new_tokens``, ``system_prompt``).
+    With ``rollout.n = k`` verl plays every row ``k`` times: one group of ``k`` episodes
+    from the same start state.
+    """
+    options = {
+        "layout": layout,
+        "max_turns": max_turns,
+        "max_new_tokens": max_new_tokens,
+        "system_prompt": system_prompt,
+    }
+    return [
+        {
+            "data_source": "xpgym",
+            "agent_name": AGENT_NAME,
+            "prompt": [{"role": "user", "content": f"xpgym task {task.group_id}"}],
+            "extra_info": {"index": i, "xpgym_task": task.to_json(), **options},
+        }
+        for i, task in enumerate(tasks)
+    ]
+
+
+class XpgymAgentLoopOutput(AgentLoopOutput):
+    """An ``AgentLoopOutput`` whose ``rm_scores`` are per token.
+
+    verl's ``as_dict`` turns the scalar ``reward_score`` into ``rm_scores`` with the score on
+    the last response token. This output carries ``token_rewards`` (one per response token:
+    each turn's reward, or return in per-turn rows, on its last policy token) and writes
+    them as ``rm_scores``; ``reward_score`` is the row's reward sum (for verl's metrics).
+    """
+
+    token_rewards: list[float]
+    """Per response token, aligned with ``response_ids``."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """verl's dict, with ``rm_scores`` = ``token_rewards``."""
+        output = super().as_dict()
+        output.pop("token_rewards", None)
+        output["rm_scores"] = torch.tensor(self.token_rewards, dtype=torch.float32)
+        return output
+
+
+_ENV_POOL = EnvPool()
+
+
+@register(AGENT_NAME)
+class XpgymAgentLoop(AgentLoopBase):
+    """verl agent loop that plays one xpgym episode per call of `run`.
+
+    The row's ``extra_info`` (see `dataset_rows`) names the task; the loop makes (or
+    reuses) the env, plays it with `xpgym.core.episode_runner.run_episode` through
+    ``server_manager.generate`` (token-exact prompts from the tokenizer's chat template),
+    and converts the episode with `to_data_proto`'s rules: one `XpgymAgentLoopOutput`
+    (``per_episode``) or one per turn (``per_turn``). Per-turn generation budget: the row's
+    ``max_new_tokens`` (default ``rollout.response_length``); the whole response after the
+    first prompt is capped at ``rollout.response_length``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if not self.config.trainer.get("use_v1", True):
+            raise ValueError(
+                "XpgymAgentLoop needs verl's V1 trainer (trainer.use_v1=true): the legacy "
+                "trainer keeps one reward per sequence and one output per row"
+            )
+        self.response_length = int(self.rollout_config.response_length)
+        self.prompt_length = int(self.rollout_config.prompt_length)
+        self.gamma = float(self.config.algorithm.gamma)
+        self.prompt_builder = ChatPromptBuilder(
+            self.tokenizer, chat_template_kwargs=dict(self.apply_chat_template_kwargs or {})
+        )
+        eos = self.tokenizer.eos_token_id
+        self.stop_token_ids = [int(eos)] if eos is not None else []
+
+    async def run(
+        self, sampling_params: dict[str, Any], **kwargs: Any
+    ) -> XpgymAgentLoopOutput | list[XpgymAgentLoopOutput]:
+        """Play the row's task; return its output(s) (see the class docstring)."""
+        extra = dict(kwargs["extra_info"])
+        task = EpisodeTask.from_json(extra["xpgym_task"])
+        layout: Layout = extra.get("layout") or "per_episode"
+        max_new_tokens = int(extra.get("max_new_tokens") or self.response_length)
+        request_id = uuid.uuid4().hex  # one sticky id per episode (prefix caching)
+        timing = {"generate_sequences": 0.0}
+
+        async def generate(prompt_ids: list[int], budget: int) -> Generation:
+            params = {**sampling_params, "max_tokens": budget}
+            start = time.perf_counter()
+            out = await self.server_manager.generate(
+                request_id=request_id, prompt_ids=prompt_ids, sampling_params=params
+            )
+            timing["generate_sequences"] += time.perf_counter() - start
+            return generation_from_ids(
+                self.tokenizer,
+                out.token_ids,
+                logprobs=out.log_probs,
+                stop_token_ids=self.stop_token_ids,
+                max_new_tokens=budget,
+            )
+
+        env = _ENV_POOL.acquire(task)
+        try:
+            episode = await run_episode(
+                env,
+                task,
+                generate,
+                self.prompt_builder,
+                max_new_tokens=max_new_tokens,
+                max_turns=extra.get("max_turns"),
+                max_response_tokens=self.response_length,
+                system_prompt=extra.get("system_prompt"),
+            )
+        finally:
+            _ENV_POOL.release(task, env)
+        outputs = episode_outputs(
+            episode,
+            layout=layout,
+            gamma=self.gamma,
+            pad_token_id=int(self.tokenizer.pad_token_id or 0),
+            metrics=AgentLoopMetrics(generate_sequences=timing["generate_sequences"]),
+        )
+        if any(len(o.prompt_ids) > self.prompt_length for o in outputs):
+            raise ValueError(
+                f"a prompt of {task.env_id!r} is longer than rollout.prompt_length="
+                f"{self.prompt_length}; raise it (per-turn rows carry the whole history)"
+            )
+        return outputs if layout == "per_turn" else outputs[0]
+
+
+def episode_outputs(
+    episode: Episode,
+    *,
+    layout: Layout,
+    gamma: float,
+    pad_token_id: int,
+    metrics: AgentLoopMetrics | None = None,
+) -> list[XpgymAgentLoopOutput]:
+    """The agent-loop outputs of one episode: the rows of `to_data_proto`, unpadded."""
+    rows, rm_scores = _split_rows([episode], layout=layout, gamma=gamma, pad_token_id=pad_token_id)
+    width = rows.prompts.shape[1]
+    outputs = []
+    for b in range(len(rows)):
+        prompt = slice(width - int(rows.prompt_length[b]), width)
+        response = slice(0, int(rows.response_length[b]))
+        logprobs = None
+        if rows.rollout_logprobs is not None:
+            logprobs = rows.rollout_logprobs[b, response].tolist()
+        rewards = rm_scores[b, response].tolist()
+        outputs.append(
+            XpgymAgentLoopOutput(
+                prompt_ids=rows.prompts[b, prompt].tolist(),
+                response_ids=rows.responses[b, response].tolist(),
+                response_mask=rows.response_mask[b, response].tolist(),
+                response_logprobs=logprobs,
+                reward_score=float(sum(rewards)),
+                num_turns=2 * int(rows.num_turns[b]),
+                metrics=metrics or AgentLoopMetrics(),
+                extra_fields={
+                    "turn_scores": [turn.reward for turn in episode.turns],
+                    "tool_rewards": [],
+                    "reward_extra_info": {},
+                },
+                token_rewards=rewards,
+            )
+        )
+    return outputs
