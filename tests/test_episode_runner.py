@@ -13,12 +13,12 @@ from tiny_lm import EOS_ID, tiny_tokenizer
 from toy_envs import ToyEnv
 
 from xpgym.core.episode_runner import (
-    EnvPool,
     EpisodeTask,
     generation_from_ids,
     make_tasks,
     policy_generate,
     run_episode,
+    task_env_pool,
 )
 from xpgym.core.policies import Generation
 from xpgym.core.trajectory import ChatPromptBuilder, episode_rows
@@ -166,13 +166,14 @@ def test_make_tasks_derives_distinct_seeds_and_group_ids() -> None:
     assert make_tasks("game:GuessTheNumber-v0-easy", 2, seed=4) == tasks[:2]
 
 
-def test_env_pool_reuses_released_envs() -> None:
-    pool = EnvPool()
+def test_task_env_pool_reuses_released_envs_across_tasks_of_one_env() -> None:
+    pool = task_env_pool()
     task = make_tasks("game:GuessTheNumber-v0-easy", 1)[0]
     env = pool.acquire(task)
     assert pool.acquire(task) is not env  # in use: a new one
     pool.release(task, env)
-    assert pool.acquire(task) is env
+    other_seed = make_tasks("game:GuessTheNumber-v0-easy", 2, seed=9)[1]
+    assert pool.acquire(other_seed) is env  # same env id and kwargs
 
 
 def test_generation_from_ids_infers_the_finish_reason() -> None:

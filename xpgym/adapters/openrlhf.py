@@ -99,10 +99,10 @@ from xpgym.core.batching import (  # noqa: E402
     turn_index_from_mask,
 )
 from xpgym.core.episode_runner import (  # noqa: E402
-    EnvPool,
     EpisodeTask,
     generation_from_ids,
     run_episode,
+    task_env_pool,
 )
 from xpgym.core.policies import Generation  # noqa: E402
 from xpgym.core.trajectory import ChatPromptBuilder, Episode, episode_rows  # noqa: E402
@@ -399,7 +399,7 @@ class AgentExecutor(AgentExecutorBase):
     """
 
     def __init__(self) -> None:
-        self.env_pool = EnvPool()
+        self.env_pool = task_env_pool()
         self._builders: dict[int, ChatPromptBuilder] = {}
 
     async def execute(

@@ -94,7 +94,7 @@ from xpgym.core.batching import (  # noqa: E402
     zero_padded_positions,
 )
 from xpgym.core.env import Env  # noqa: E402
-from xpgym.core.episode_runner import EnvPool, EpisodeTask  # noqa: E402
+from xpgym.core.episode_runner import EpisodeTask, task_env_pool  # noqa: E402
 from xpgym.core.rollout import _observation_messages  # noqa: E402
 from xpgym.core.trajectory import ChatPromptBuilder, Episode, episode_rows  # noqa: E402
 
@@ -243,7 +243,7 @@ class _Live:
     turns: int = 0
 
 
-_ENV_POOL = EnvPool()
+_ENV_POOL = task_env_pool()
 _LIVE: dict[str, _Live] = {}
 _TOKENIZERS: dict[str, Any] = {}
 

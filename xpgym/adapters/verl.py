@@ -111,10 +111,10 @@ from xpgym.core.batching import (  # noqa: E402
     token_advantages,
 )
 from xpgym.core.episode_runner import (  # noqa: E402
-    EnvPool,
     EpisodeTask,
     generation_from_ids,
     run_episode,
+    task_env_pool,
 )
 from xpgym.core.policies import Generation  # noqa: E402
 from xpgym.core.trajectory import ChatPromptBuilder, Episode, SplitRows  # noqa: E402
@@ -360,7 +360,7 @@ class XpgymAgentLoopOutput(AgentLoopOutput):
         return output
 
 
-_ENV_POOL = EnvPool()
+_ENV_POOL = task_env_pool()
 
 
 @register(AGENT_NAME)

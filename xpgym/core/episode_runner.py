@@ -37,13 +37,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
-from collections import defaultdict
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from xpgym.core.env import Env
+from xpgym.core.env_pool import EnvPool
 from xpgym.core.policies import Generation, Policy
 from xpgym.core.registry import make
 from xpgym.core.rollout import _observation_messages
@@ -51,13 +50,13 @@ from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn
 from xpgym.core.vector.base import derive_seeds
 
 __all__ = [
-    "EnvPool",
     "EpisodeTask",
     "TokenGenerate",
     "generation_from_ids",
     "make_tasks",
     "policy_generate",
     "run_episode",
+    "task_env_pool",
 ]
 
 logger = logging.getLogger(__name__)
@@ -133,34 +132,21 @@ def make_tasks(
     ]
 
 
-class EnvPool:
-    """Idle envs kept for reuse, keyed by env id and kwargs (thread-safe).
+def task_env_pool() -> EnvPool[EpisodeTask, Env]:
+    """An `EnvPool` for `EpisodeTask`s: envs are shared by tasks of the same env id and kwargs.
 
     Trainers build a fresh agent object per sample; making a dataset-backed env each time
-    would reload its data. `acquire` returns an idle env of the task's kind or makes one;
-    `release` returns it. Every episode starts with ``reset(seed=...)``, so reuse does not
-    change what happens.
+    would reload its data. Every episode starts with ``reset(seed=task.seed)``, so reuse
+    does not change what happens.
     """
+    return EnvPool(_make_task_env, key=_env_key)
 
-    def __init__(self) -> None:
-        self._idle: dict[str, list[Env]] = defaultdict(list)
-        self._lock = threading.Lock()
 
-    def acquire(self, task: EpisodeTask) -> Env:
-        """An env for `task` (idle or new)."""
-        key = _env_key(task)
-        with self._lock:
-            if self._idle[key]:
-                return self._idle[key].pop()
-        env = make(task.env_id, **dict(task.env_kwargs))
-        if not isinstance(env, Env):
-            raise TypeError(f"{task.env_id!r} is not a single-agent Env; adapters play Env only")
-        return env
-
-    def release(self, task: EpisodeTask, env: Env) -> None:
-        """Give `env` (made for `task`) back for reuse."""
-        with self._lock:
-            self._idle[_env_key(task)].append(env)
+def _make_task_env(task: EpisodeTask) -> Env:
+    env = make(task.env_id, **dict(task.env_kwargs))
+    if not isinstance(env, Env):
+        raise TypeError(f"{task.env_id!r} is not a single-agent Env; adapters play Env only")
+    return env
 
 
 def _env_key(task: EpisodeTask) -> str:
@@ -254,7 +240,7 @@ async def run_episode(
     """Play one episode of `task` on `env` with `generate` (see the module docstring).
 
     Args:
-        env: A single-agent env of ``task.env_id`` (e.g. from `EnvPool`).
+        env: A single-agent env of ``task.env_id`` (e.g. from `task_env_pool`).
         task: Gives the reset seed and the group id.
         generate: The engine (`TokenGenerate`).
         prompt_builder: Builds token-exact prompts over the policy's tokenizer.

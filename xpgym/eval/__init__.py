@@ -3,7 +3,7 @@
 Modules, one job each:
 
 * `xpgym.eval.runner`: `EvalConfig`, `Evaluation` (plan, play concurrently, resume), `run_eval`;
-* `xpgym.eval.player`: one planned episode -> its record (envs reused through `EnvPool`);
+* `xpgym.eval.player`: one planned episode -> its record (envs reused through an `EnvPool`);
 * `xpgym.eval.records`: the per-episode JSONL records and reading them back;
 * `xpgym.eval.models`: model specs (URL, ``vllm:``, local/hub path, ``random``) -> policies;
 * `xpgym.eval.policy_adapters`: batching, timing and random policies for the runner;

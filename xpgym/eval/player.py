@@ -1,8 +1,8 @@
 """Playing one planned episode and turning it into a record (see `xpgym.eval.records`).
 
-`EpisodePlayer.play(key)` takes an env from the key's `EnvPool`, plays the episode with the
-policies of its agents and returns the record and its JSONL line; anything the episode
-raises becomes a ``"failed"`` record instead (see `xpgym.eval.runner`).
+`EpisodePlayer.play(key)` takes an env of the key's id from the run's `EnvPool`, plays the
+episode with the policies of its agents and returns the record and its JSONL line; anything
+the episode raises becomes a ``"failed"`` record instead (see `xpgym.eval.runner`).
 
 * Single-agent ids: a one-env `SyncVectorEnv` (autoreset disabled) and `RolloutCollector`
   with ``collect(1, seed=seed)``; the reset seed is ``derive_seeds(seed, 1)[0]``. An env step
@@ -18,12 +18,12 @@ from __future__ import annotations
 import datetime
 import functools
 import logging
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from xpgym.core.env_pool import EnvPool
 from xpgym.core.multiagent import MultiAgentEnv
 from xpgym.core.policies import ConcurrentPolicy
 from xpgym.core.registry import make
@@ -37,7 +37,7 @@ from xpgym.eval.policy_adapters import RandomPolicy, TimedPolicy
 from xpgym.eval.records import EpisodeKey, to_line
 from xpgym.eval.secrets import mask
 
-__all__ = ["EnvPool", "EpisodePlayer", "PlaySettings"]
+__all__ = ["EpisodePlayer", "PlaySettings", "make_play_env"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,8 @@ class EpisodePlayer:
         models: ``{(env_id, agent or None): model spec}``.
         specs: The parsed specs of `models`' values.
         policies: The shared policy of every spec that is not of kind ``"env"``.
-        pools: An `EnvPool` per env id.
+        agents: ``{env_id: agent ids}``, `None` for a single-agent id.
+        pool: Envs by env id (`xpgym.core.env_pool.EnvPool` over `make_play_env`).
         secrets: Values to mask in recorded errors.
     """
 
@@ -68,14 +69,16 @@ class EpisodePlayer:
         models: Mapping[tuple[str, str | None], str],
         specs: Mapping[str, ModelSpec],
         policies: Mapping[str, ConcurrentPolicy],
-        pools: Mapping[str, EnvPool],
+        agents: Mapping[str, list[str] | None],
+        pool: EnvPool[str, Any],
         secrets: Sequence[str],
     ) -> None:
         self.settings = settings
         self.models = models
         self.specs = specs
         self.policies = policies
-        self.pools = pools
+        self.agents = agents
+        self.pool = pool
         self.secrets = list(secrets)
 
     def play(self, key: EpisodeKey) -> tuple[dict[str, Any], str]:
@@ -96,15 +99,14 @@ class EpisodePlayer:
             "transcript": None,
         }
         try:
-            pool = self.pools[env_id]
-            env = pool.get()
+            env = self.pool.acquire(env_id)
             try:
-                if pool.agents is None:
+                if self.agents[env_id] is None:
                     self._play_single(env, key, record)
                 else:
                     self._play_multiagent(env, key, record)
             finally:
-                pool.put(env)
+                self.pool.release(env_id, env)
             record["seconds"] = round(time.perf_counter() - start, 4)
             return record, to_line(record)
         except Exception as exc:  # the episode failed; the run goes on
@@ -179,49 +181,20 @@ class EpisodePlayer:
         }
 
 
-class EnvPool:
-    """Envs of one id, made on demand and reused; each is used by one thread at a time.
+def make_play_env(env_id: str, agents: list[str] | None) -> Any:
+    """The env an episode of `env_id` is played on.
 
     Args:
         env_id: The env id.
-        agents: `None` for a single-agent id: envs are one-env `SyncVectorEnv`s with
-            autoreset disabled (the collector resets them). The agent ids of a multi-agent
-            id: envs are the `MultiAgentEnv` itself.
+        agents: `None` for a single-agent id: a one-env `SyncVectorEnv` with autoreset
+            disabled (the collector resets it). The agent ids of a multi-agent id: the
+            `MultiAgentEnv` itself.
     """
-
-    def __init__(self, env_id: str, agents: list[str] | None) -> None:
-        self.env_id = env_id
-        self.agents = agents
-        self._idle: list[Any] = []
-        self._made: list[Any] = []
-        self._lock = threading.Lock()
-
-    def get(self) -> Any:
-        """An idle env, or a new one."""
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        if self.agents is None:
-            env: Any = SyncVectorEnv(
-                [functools.partial(make, self.env_id)], autoreset_mode=AutoresetMode.DISABLED
-            )
-        else:
-            env = make(self.env_id)
-        with self._lock:
-            self._made.append(env)
-        return env
-
-    def put(self, env: Any) -> None:
-        """Give back an env from `get`."""
-        with self._lock:
-            self._idle.append(env)
-
-    def close(self) -> None:
-        """Close every env made."""
-        with self._lock:
-            made, self._made, self._idle = self._made, [], []
-        for env in made:
-            env.close()
+    if agents is None:
+        return SyncVectorEnv(
+            [functools.partial(make, env_id)], autoreset_mode=AutoresetMode.DISABLED
+        )
+    return make(env_id)
 
 
 def _rounded(policy: TimedPolicy) -> list[float]:

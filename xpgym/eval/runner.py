@@ -49,13 +49,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from xpgym.core.env_pool import EnvPool
 from xpgym.core.multiagent import MultiAgentEnv
 from xpgym.core.policies import ConcurrentPolicy
 from xpgym.core.registry import list_envs, make, spec
 from xpgym.eval import report
 from xpgym.eval.metrics import SummaryRow, pass_at_k_values, summarize
 from xpgym.eval.models import ModelSpec, SamplingSettings, build_policy, parse_model_spec
-from xpgym.eval.player import EnvPool, EpisodePlayer, PlaySettings
+from xpgym.eval.player import EpisodePlayer, PlaySettings, make_play_env
 from xpgym.eval.records import (
     EpisodeKey,
     RecordWriter,
@@ -317,11 +318,14 @@ class Evaluation:
             if secrets:
                 stack.enter_context(masked_logs(secrets))
             policies = self._build_policies(stack)
-            pools = {env_id: EnvPool(env_id, self.agents[env_id]) for env_id in self.env_ids}
-            for pool in pools.values():
-                stack.callback(pool.close)
+            pool: EnvPool[str, Any] = EnvPool(
+                lambda env_id: make_play_env(env_id, self.agents[env_id])
+            )
+            stack.callback(pool.close)
             settings = PlaySettings(self.config.max_turns, self.config.system_prompt)
-            player = EpisodePlayer(settings, self.models, self.specs, policies, pools, secrets)
+            player = EpisodePlayer(
+                settings, self.models, self.specs, policies, self.agents, pool, secrets
+            )
             self._play_all(player, on_record or (lambda record: None))
 
     def summarize(self) -> EvalSummary:
