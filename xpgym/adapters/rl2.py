@@ -95,7 +95,7 @@ from xpgym.core.batching import (  # noqa: E402
 )
 from xpgym.core.env import Env  # noqa: E402
 from xpgym.core.episode_runner import EpisodeTask, task_env_pool  # noqa: E402
-from xpgym.core.rollout import _observation_messages  # noqa: E402
+from xpgym.core.rollout import observation_messages  # noqa: E402
 from xpgym.core.trajectory import ChatPromptBuilder, Episode, episode_rows  # noqa: E402
 
 __all__ = [
@@ -270,7 +270,7 @@ async def reset(extra_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     tokenizer = _tokenizer(extra_info["tokenizer"])
     env = _ENV_POOL.acquire(task)
     observation, _ = await asyncio.to_thread(env.reset, seed=task.seed)
-    messages = _observation_messages(observation, {}, first=True)
+    messages = observation_messages(observation, {}, first=True)
     system_prompt = extra_info.get("system_prompt")
     if system_prompt is not None and not (messages and messages[0]["role"] == "system"):
         messages.insert(0, {"role": "system", "content": system_prompt})
@@ -304,7 +304,7 @@ async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) ->
         _ENV_POOL.release(live.task, live.env)
     else:
         response_ids = tokenizer.encode(action_text, add_special_tokens=False)
-        messages = _observation_messages(observation, info, first=False)
+        messages = observation_messages(observation, info, first=False)
         new_prompt = live.builder.extend(live.prompt_ids, response_ids, messages)
         added = new_prompt[len(live.prompt_ids) + len(response_ids) :]
         next_state = state_text + action_text + _decode(tokenizer, added)

@@ -45,7 +45,7 @@ from xpgym.core.env import Env
 from xpgym.core.env_pool import EnvPool
 from xpgym.core.policies import Generation, Policy
 from xpgym.core.registry import make
-from xpgym.core.rollout import _observation_messages
+from xpgym.core.rollout import observation_messages
 from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn
 from xpgym.core.vector.base import derive_seeds
 
@@ -261,7 +261,7 @@ async def run_episode(
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}")
     observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
-    messages = _observation_messages(observation, {}, first=True)
+    messages = observation_messages(observation, {}, first=True)
     if system_prompt is not None and not (messages and messages[0]["role"] == "system"):
         messages.insert(0, {"role": "system", "content": system_prompt})
     prompt = prompt_builder.start(messages)
@@ -311,7 +311,7 @@ async def run_episode(
         if max_turns is not None and len(episode.turns) >= max_turns:
             _end(episode, "max_turns")
             break
-        new_messages = _observation_messages(next_observation, info, first=False)
+        new_messages = observation_messages(next_observation, info, first=False)
         prompt = prompt_builder.extend(prompt, generation.token_ids, new_messages)
         observation = next_observation
     last = episode.turns[-1].info

@@ -101,7 +101,7 @@ from xpgym.core.policies import (
 from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn
 from xpgym.core.vector.base import AutoresetMode, SubEnvError, VectorEnv, derive_seeds
 
-__all__ = ["PromptMode", "RolloutCollector", "collect_episodes"]
+__all__ = ["PromptMode", "RolloutCollector", "collect_episodes", "observation_messages"]
 
 logger = logging.getLogger(__name__)
 
@@ -403,7 +403,7 @@ class RolloutCollector:
 
     # -- prompts -------------------------------------------------------------------------
     def _first_messages(self, observation: Any) -> list[Message]:
-        messages = _observation_messages(observation, {}, first=True)
+        messages = observation_messages(observation, {}, first=True)
         if self.system_prompt is not None and not (messages and messages[0]["role"] == "system"):
             messages.insert(0, {"role": "system", "content": self.system_prompt})
         return messages
@@ -418,13 +418,13 @@ class RolloutCollector:
             assert self.prompt_builder is not None
             assert run.prompt_ids is not None
             assert generation.token_ids is not None
-            new = _observation_messages(obs, info, first=False)
+            new = observation_messages(obs, info, first=False)
             run.prompt_ids = self.prompt_builder.extend(run.prompt_ids, generation.token_ids, new)
             run.prompt = run.prompt_ids
         elif self.prompt_mode == "messages":
             assert run.messages is not None
             run.messages.append({"role": "assistant", "content": generation.text})
-            run.messages.extend(_observation_messages(obs, info, first=False))
+            run.messages.extend(observation_messages(obs, info, first=False))
             run.prompt = [dict(m) for m in run.messages]
         else:
             run.prompt = obs
@@ -586,10 +586,20 @@ class _Collection:
     broken: set[int] = field(default_factory=set)  # sub-envs discarded after a failed step
 
 
-def _observation_messages(
+def observation_messages(
     observation: Any, info: Mapping[str, Any], *, first: bool
 ) -> list[Message]:
-    """The chat messages an observation adds to the conversation (see module docstring)."""
+    """The chat messages an observation adds to the conversation.
+
+    A text observation is one message: role ``"tool"`` when it answers tool calls
+    (``info["tool_calls"]``) after the first turn, else ``"user"``. A chat-message
+    observation (a list of ``{"role", "content"}`` dicts) adds every message after its last
+    assistant message (all of them on the first turn).
+
+    Raises:
+        ValueError: a chat-message observation has nothing after its last assistant message.
+        TypeError: the observation is neither text nor chat messages.
+    """
     if isinstance(observation, str):
         role = "tool" if info.get("tool_calls") and not first else "user"
         return [{"role": role, "content": observation}]
