@@ -14,7 +14,7 @@ pip=("${1:-.venv}/bin/python" -m pip install --quiet)
 
 "${pip[@]}" --no-deps verl==0.9.1
 "${pip[@]}" tensordict==0.10.0 omegaconf==2.3.1 hydra-core==1.3.8 codetiming==1.4.0 \
-  cachetools torchdata==0.11.0 peft==0.21.2
+  cachetools torchdata==0.11.0 peft==0.21.2 fastapi==0.165.0
 "${pip[@]}" --no-deps openrlhf==0.11.2
 "${pip[@]}" pylatexenc==2.10 aiohttp
 "${pip[@]}" --no-deps rl-square==0.0.2

@@ -103,7 +103,7 @@ def score_answer(
             generated with.
         entry: The dataset item (``question``, ``answer``, ``metadata``).
         answer: The model's answer text (untrusted).
-        timeout_s: Wall-clock and CPU limit of the call.
+        timeout_s: Wall-clock limit of the call (its CPU limit is one second more).
         backend: The `Sandbox` backend (``"bwrap"``, or ``UNSAFE_NO_SANDBOX`` on machines
             without bubblewrap: a plain subprocess, no isolation).
 
@@ -118,7 +118,9 @@ def score_answer(
         "answer": answer,
         "nonce": nonce,
     }
-    limits = SandboxLimits(cpu_seconds=timeout_s, wall_timeout_s=timeout_s)
+    # The CPU limit sits above the wall-clock one, so a scorer that never returns always
+    # ends as "timeout" (with equal limits, which fires first depends on the machine's load).
+    limits = SandboxLimits(cpu_seconds=timeout_s + 1.0, wall_timeout_s=timeout_s)
     result = scorer_sandbox(backend).run_python(
         _SCORER_CODE, stdin=pickle.dumps(request), limits=limits
     )
