@@ -37,7 +37,7 @@ def test_list_prints_a_header_and_one_row_per_id(capsys):
     assert main(["list"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["ID", "DESCRIPTION", "ENTRY", "POINT"]
-    assert len(lines) == 1 + len(xpgym.list_envs())
+    assert len(lines) == 1 + len(xpgym.list_envs(include_families=True))  # rg: ids too
 
 
 def test_list_rows_show_description_and_entry_point(capsys):

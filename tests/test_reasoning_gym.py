@@ -116,6 +116,29 @@ def test_a_family_is_loaded_once_and_only_when_needed(toy_family):
         reg.register_family("toyfam", "m:f")
 
 
+def test_include_families_lists_every_family_and_skips_a_missing_package(toy_family):
+    reg, calls = toy_family
+    listed = xpgym.list_envs("*Alpha*", include_families=True)
+    assert "toyfam:Alpha-v0" in listed
+    assert "toyfam:Beta-v0" not in listed
+    assert calls == [1]
+
+    def missing():
+        raise ImportError("toyfam needs a package")
+
+    reg.register_family("toyfam", missing, override=True)
+    everything = xpgym.list_envs(include_families=True)  # no raise: the family is left out
+    assert "game:GuessTheNumber-v0" in everything
+    assert not [i for i in everything if i.startswith("toyfam:")]
+
+
+def test_the_cli_list_shows_the_rg_family(capsys):
+    from xpgym.__main__ import main
+
+    assert main(["list", "letter_counting"]) == 0
+    assert "rg:letter_counting-v0" in capsys.readouterr().out
+
+
 def test_a_failing_family_loader_is_retried(toy_family, monkeypatch):
     reg, _ = toy_family
     attempts = []

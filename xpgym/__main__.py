@@ -195,7 +195,7 @@ def _list_command(args: argparse.Namespace) -> int:
     pattern = args.pattern
     if pattern is not None and not _GLOB_CHARS & set(pattern):
         pattern = f"*{pattern}*"
-    rows = env_rows(pattern)
+    rows = env_rows(pattern, include_families=True)
     if args.json:
         sys.stdout.write(json.dumps([asdict(r) for r in rows], indent=2, default=repr) + "\n")
         return 0

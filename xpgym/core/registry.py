@@ -20,6 +20,7 @@ import fnmatch
 import functools
 import importlib
 import inspect
+import logging
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -124,6 +125,8 @@ class EnvSpec:
             return self.entry_point
         return f"{self.entry_point.__module__}:{self.entry_point.__qualname__}"
 
+
+logger = logging.getLogger(__name__)
 
 registry: dict[str, EnvSpec] = {}
 """All registered specs by id. Read it through `spec` and `list_envs`."""
@@ -426,11 +429,18 @@ def make_vec(
     return modes[vectorization_mode](env_fns, **dict(vector_kwargs or {}))
 
 
-def list_envs(pattern: str | None = None, *, include_aliases: bool = False) -> list[str]:
+def list_envs(
+    pattern: str | None = None,
+    *,
+    include_aliases: bool = False,
+    include_families: bool = False,
+) -> list[str]:
     """Registered ids, sorted, optionally filtered by a glob (``"game:*"``, ``"*-easy"``).
 
-    A family's ids (`register_family`) are included only when `pattern` contains
-    ``"<category>:"``, e.g. ``"rg:*"``.
+    A family's ids (`register_family`) are included when `pattern` contains
+    ``"<category>:"`` (e.g. ``"rg:*"``), or for every family with `include_families`. The
+    latter imports what the families need (e.g. ``reasoning_gym``); a family whose package is
+    missing is then left out with a log message instead of raising.
     """
     ids = set(registry)
     if include_aliases:
@@ -438,4 +448,9 @@ def list_envs(pattern: str | None = None, *, include_aliases: bool = False) -> l
     for category in _families:
         if pattern is not None and f"{category}:" in pattern:
             ids.update(_family(category))
+        elif include_families:
+            try:
+                ids.update(_family(category))
+            except ImportError as exc:
+                logger.info("family %r is not listed: %s", category, exc)
     return sorted(i for i in ids if pattern is None or fnmatch.fnmatchcase(i, pattern))

@@ -39,10 +39,11 @@ class EnvRow:
     requires_download: bool = False
 
 
-def env_rows(pattern: str | None = None) -> list[EnvRow]:
-    """Rows for the registered ids matching the glob `pattern` (all if `None`), sorted by id."""
+def env_rows(pattern: str | None = None, *, include_families: bool = False) -> list[EnvRow]:
+    """Rows for the registered ids matching the glob `pattern` (all if `None`), sorted by id;
+    with `include_families`, lazily registered families too (see `list_envs`)."""
     rows = []
-    for env_id in list_envs(pattern):
+    for env_id in list_envs(pattern, include_families=include_families):
         env_spec = spec(env_id)
         rows.append(
             EnvRow(
