@@ -12,7 +12,8 @@ here from scratch (`xpgym.adapters.tiny_lm`), no weights are downloaded. Two pha
    still a random guesser. Imitating the actions alone is not enough; the model then
    learns an answer that ignores the context and RL could not move it (docs/demo.md).
 2. RL: multi-turn REINFORCE with Return Batch Normalization (ReBN, the GEM paper's baseline)
-   on ``game:GuessTheNumber-v0-easy`` until the job has run `time_budget_s` seconds.
+   on ``game:GuessTheNumber-v0-easy`` until the job (final evaluation included) would
+   overrun `time_budget_s` seconds.
 
 It reports honestly what each phase did: the same held-out seeds are played at
 initialisation, after pretraining and after RL (greedy and sampled), next to two reference
@@ -21,7 +22,7 @@ success and return it reports "consistent", the share of guesses from turn 2 on 
 inside the interval the feedback so far allows: it measures directly whether the policy uses
 the feedback (a random guesser scores about 0.47 on the easy preset, binary search 1.0).
 
-    python recipes/train_torch.py [--time-budget-s 540] [--threads 2] [--out-dir DIR]
+    python recipes/train_torch.py [--time-budget-s 560] [--threads N] [--out-dir DIR]
 
 Outputs in `--out-dir`: ``metrics.jsonl`` (one line per training step and per evaluation),
 ``summary.json`` (before/after numbers and the configuration), ``reward_curve.png``.
@@ -32,6 +33,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import time
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
@@ -58,7 +60,7 @@ PRETRAIN_SEED = 500_000_000  # pretraining step k plays episodes seeded from thi
 class Args:
     env: str = "game:GuessTheNumber-v0-easy"
     seed: int = 0
-    threads: int = 2  # torch threads; use 1 when another job holds a core
+    threads: int = 0  # torch threads; 0: one per idle core (2 cores, one busy: 1), at most 4
     # model
     hidden_size: int = 128
     num_layers: int = 2
@@ -71,12 +73,12 @@ class Args:
     algorithm: str = "rebn"
     steps: int = 5000  # an upper bound: the time budget usually ends training first
     episodes_per_step: int = 64
-    num_envs: int = 8
+    num_envs: int = 64  # every episode of a step in flight: one generate call per turn
     lr: float = 3e-4  # 1e-3 collapsed to 100% invalid answers in some runs
     gamma: float = 0.9
     temperature: float = 1.0
     max_new_tokens: int = 6
-    time_budget_s: float = 540.0  # RL stops once the whole job has run this long (9 min)
+    time_budget_s: float = 560.0  # the whole job, final evaluation included (about 9.5 min)
     # evaluation
     eval_episodes: int = 200
     eval_every: int = 50
@@ -238,6 +240,14 @@ def evaluate(model: Any, tokenizer: Any, vec: Any, args: Args, step: int) -> dic
     return out
 
 
+def idle_cores() -> int:
+    """Cores not busy with other work (1-minute load average), between 1 and 4: tiny matrices
+    gain little from more threads, and threads fighting another job for a core cost up to 5x
+    (docs/demo.md, "Machine load")."""
+    busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, min(4, (os.cpu_count() or 1) - round(busy)))
+
+
 def plot(records: list[dict[str, Any]], path: Path) -> None:
     import matplotlib
 
@@ -278,7 +288,7 @@ def main() -> None:
         parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(default), default=default)
     args = Args(**vars(parser.parse_args()))
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads or idle_cores())
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
@@ -325,9 +335,12 @@ def main() -> None:
 
     log(initial := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "random init"})
     pretrain_losses = pretrain(model, tokenizer, vec, args)
+    eval_start = time.monotonic()
     log(before := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "after pretraining"})
     rl_start, step = time.monotonic(), 0
-    budget_left = max(0, round(args.time_budget_s - (rl_start - start)))
+    # RL stops early enough for the final evaluation and the reference policies to fit.
+    rl_end = start + args.time_budget_s - 2 * (rl_start - eval_start)
+    budget_left = max(0, round(rl_end - rl_start))
     progress = tqdm(total=budget_left, desc="RL (time budget)", unit="s")
     for step in range(1, args.steps + 1):
         # 1. Collect complete episodes with the current policy (token ids + log-probs).
@@ -339,7 +352,7 @@ def main() -> None:
             log(evaluate(model, tokenizer, vec, args, step))
         progress.update(min(budget_left, round(time.monotonic() - rl_start)) - progress.n)
         progress.set_postfix(step=step, train_return=f"{metrics['return_mean']:.2f}")
-        if time.monotonic() - start > args.time_budget_s:
+        if time.monotonic() > rl_end:
             logging.info(
                 "time budget of %.0f s reached after %d RL steps", args.time_budget_s, step
             )
@@ -362,6 +375,7 @@ def main() -> None:
         "after": {k: after[k] for k in ("greedy", "sampled")},
         "references": reference_policies(args.env, args.eval_episodes, HELD_OUT_SEED),
         "wall_time_s": round(time.monotonic() - start, 1),
+        "torch_threads": torch.get_num_threads(),
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     plot(records, out_dir / "reward_curve.png")
