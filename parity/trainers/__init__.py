@@ -1,0 +1,1 @@
+"""One module per trainer, each exposing ``SPEC`` (`parity.core.TrainerSpec`)."""
