@@ -62,6 +62,8 @@ def oat_fields(args: Args) -> dict[str, Any]:
     """``XpgymArgs`` (Oat's ``PPOArgs`` + xpgym's fields) for this run."""
     if args.algorithm not in ("rebn", "reinforce"):
         raise SystemExit(f"--algorithm must be rebn or reinforce, got {args.algorithm!r}")
+    learners = args.gpus - args.gpus // 2  # learner ranks of Oat's get_program (ceil(gpus / 2))
+    rows_per_rank = args.rollout_batch_size // learners  # one actor step, one learning round
     return {
         "env_id": args.env_id,
         "gamma": args.gamma,
@@ -83,6 +85,8 @@ def oat_fields(args: Args) -> dict[str, Any]:
         "top_p": 1.0,
         "generate_max_length": args.max_new_tokens,
         "rollout_batch_size": args.rollout_batch_size,
+        "rollout_batch_size_per_device": rows_per_rank,
+        "pi_buffer_maxlen_per_device": rows_per_rank,
         "train_batch_size": args.train_batch_size,
         "gpus": args.gpus,
         "collocate": args.gpus == 1,

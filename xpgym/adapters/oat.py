@@ -10,9 +10,9 @@ learner subclasses are built on demand by `oat_classes`.
    of ``Transition``: the ``PPOMultiTurnActor`` path).
 2. **Hooks** (`oat_classes`): ``XpgymActor(PPOActor)`` whose ``step`` collects episodes from
    xpgym envs with `xpgym.core.rollout.RolloutCollector` and Oat's own vLLM engine
-   (`OatEnginePolicy`, token-in/token-out), and ``XpgymLearner(PPOLearner)`` whose
-   ``compute_monte_carlo_advantages`` is ReBN (`batch_normalize` over all ranks) and whose
-   ``prepare_data`` needs no prompt dataset.
+   (`OatEnginePolicy`, token-in/token-out) and returns one row per prompt of Oat's batch,
+   and ``XpgymLearner(PPOLearner)`` whose ``compute_monte_carlo_advantages`` is ReBN
+   (`batch_normalize` over all ranks) and whose ``prepare_data`` needs no prompt dataset.
 
 Per-turn rows (``TransitionData``; Oat collates them right-padded)
 ---------------------------------------------------------------
@@ -29,12 +29,16 @@ field                  type         meaning
 ``rewards``            list[float]  one per response token: the turn's discounted return
                                     ``G_t = r_t + gamma * G_{t+1}`` on the last, 0 elsewhere
 ``loss_mask``          bool         False for a cut generation when ``ignore_no_eos``
-``info``               dict         ``episode``, ``turn``, ``group_id``, ``reward``, ``return``
+``info``               dict         ``episode``, ``turn``, ``reward``, ``return``: numbers
+                                    only, as Oat's collector averages every ``info`` key
+                                    over the rows into its actor metrics
 =====================  ===========  =====================================================
 
 Oat's collate puts ``prompt_ids + response_ids`` right-padded in ``input_ids`` and its
-learner masks with ``response_masks = completion_mask[:, 1:]`` (the next-token view); the
-learner sums ``rewards`` per row, so each row's advantage input is ``G_t``.
+learner masks with ``response_masks = completion_mask[:, 1:]`` (the next-token view). The
+learner puts each row's last reward (times ``reward_scale``, default 1) on the row's last
+response token and hands those ``[B, L - 1]`` rewards to ``compute_monte_carlo_advantages``,
+which sums them: each row's advantage input is ``G_t``.
 
 Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
 ---------------------------------------------------------------------------------
@@ -48,7 +52,11 @@ Differences from the reference trainer (`xpgym.adapters.torch`) that change curv
   ``loss_scale_factor=generate_max_length`` reproduces Oat).
 * Oat applies truncated importance sampling by default (``tis_c=2.0``) and a k3 KL loss
   with ``beta=0.1``: set ``--beta 0`` (the GEM paper and the reference use no KL).
-* Every transition is trained; GEM's recipe subsampled transitions to a fixed batch size.
+* Batch: Oat's collector expects a fixed number of rows per actor step (a multiple of its
+  prompt batch) and DeepSpeed the same number of micro-batches on every learner rank, so
+  each actor step returns exactly one row per prompt (``rollout_batch_size_per_device``
+  per learner rank), drawn uniformly without replacement from the turns of the whole
+  episodes it collected, as GEM's recipe does. The reference trains every turn.
 * Budget: ``generate_max_length`` per turn, as the reference's ``max_new_tokens``.
 """
 
@@ -129,7 +137,6 @@ def to_transition_data(
                     info={
                         "episode": e,
                         "turn": t,
-                        "group_id": episode.group_id,
                         "reward": turn.reward,
                         "return": float(returns[e, t]),
                     },
@@ -142,7 +149,8 @@ def to_transitions(episodes: Sequence[Episode], *, tokenizer: Any = None) -> lis
     """Per-episode lists of ``Transition`` (``PPOMultiTurnActor.collect_experience``).
 
     ``rewards`` is the turn's own reward (Oat's multi-turn learner discounts); ``done`` is
-    True on the last turn; ``action_is_formatted`` is ``not info["invalid_action"]``.
+    True on the last turn; ``action_is_formatted`` is ``not info["invalid_action"]``;
+    ``info`` is ``{"turn": t}`` (numbers only: Oat averages every key into actor metrics).
     """
     out = []
     for episode in episodes:
@@ -164,7 +172,7 @@ def to_transitions(episodes: Sequence[Episode], *, tokenizer: Any = None) -> lis
                     response_logprobs=list(turn.response_logprobs or []),
                     response_is_truncated=bool(turn.info.get("generation_truncated", False)),
                     action_is_formatted=not bool(turn.info.get("invalid_action", False)),
-                    info={"group_id": episode.group_id, "turn": t},
+                    info={"turn": t},
                 )
             )
         out.append(transitions)
@@ -260,13 +268,26 @@ def oat_classes() -> tuple[type, type, type]:
     """``(XpgymArgs, XpgymActor, XpgymLearner)``, subclasses of Oat's PPO classes.
 
     ``XpgymArgs(PPOArgs)`` adds ``env_id``, ``gamma`` (0.9), ``max_turns``, ``num_envs``,
-    ``episodes_per_step``, ``norm_return`` (ReBN, default True). ``XpgymActor.step`` ignores
-    Oat's prompt batch: it collects ``episodes_per_step`` complete episodes with the
-    actor's vLLM engine and returns their per-turn ``TransitionData`` (`to_transition_data`).
-    ``XpgymLearner`` replaces the prompt dataset with a placeholder and computes
-    ``advantage = G_t`` (normalised by `batch_normalize` across ranks when ``norm_return``).
-    Launch with ``critic_type="drgrpo"`` (the learner's Monte-Carlo route) and
-    ``num_samples=1``.
+    ``episodes_per_step``, ``norm_return`` (ReBN, default True), and changes two of Oat's
+    defaults: ``num_samples=1`` (one generation per prompt) and ``eval_steps=-1`` (Oat's
+    evaluation generates from a prompt dataset and scores with an oracle; there is neither).
+
+    ``XpgymActor.step(prompts, formatted_prompts, references=None)`` uses Oat's prompt batch
+    only for its size ``n = len(prompts)``: it collects rounds of ``episodes_per_step``
+    complete episodes with the actor's vLLM engine until they hold at least ``n`` turns,
+    converts them (`to_transition_data`), and returns ``ipc_client.serialize_ipc`` of ``n``
+    rows drawn uniformly without replacement (in episode order). Seeds come from
+    ``(args.seed, actor_id, step count)``.
+
+    ``XpgymLearner.prepare_data`` replaces the prompt dataset with ``max_queries`` (Oat's
+    row budget; ``max_train`` when unset) empty prompts, so the run stops, and the LR
+    schedule ends, where a prompt dataset of that many rows would. It raises `ValueError`
+    when ``pi_buffer_maxlen_per_device`` cannot hold the ``rollout_batch_size // world
+    size`` rows a learner rank trains on each round (Oat's buffer would drop the oldest
+    silently). ``compute_monte_carlo_advantages`` returns ``advantage = G_t``, normalised
+    by `batch_normalize` across ranks when ``norm_return``. Oat's ``critic_type`` must be
+    ``"drgrpo"`` (its default: token sums divided by ``generate_max_length``) or ``"grpo"``
+    (token means); both reach this hook.
 
     Raises:
         ImportError: Oat's algorithms need vLLM, DeepSpeed and launchpad (a GPU install).
@@ -288,6 +309,8 @@ def oat_classes() -> tuple[type, type, type]:
         num_envs: int = 16
         episodes_per_step: int = 16
         norm_return: bool = True
+        num_samples: int = 1
+        eval_steps: int = -1
 
     class XpgymActor(ppo.PPOActor):
         def step(self, prompts: Any, formatted_prompts: Any, references: Any = None) -> Any:
@@ -298,19 +321,33 @@ def oat_classes() -> tuple[type, type, type]:
                 self._xpgym_steps = 0
             self._xpgym_steps += 1
             words = [self.args.seed, getattr(self, "actor_id", 0), self._xpgym_steps]
-            seed = int(np.random.SeedSequence(words).generate_state(1, dtype=np.uint64)[0] >> 1)
-            episodes = self._xpgym_collector.collect(self.args.episodes_per_step, seed=seed)
+            rng = np.random.default_rng(np.random.SeedSequence(words))
+            rows = len(prompts)  # Oat's collector splits the rows among ranks by prompt
+            episodes: list[Episode] = []
+            while sum(len(episode.turns) for episode in episodes) < rows:
+                seed = int(rng.integers(2**63))
+                episodes += self._xpgym_collector.collect(self.args.episodes_per_step, seed=seed)
             data = to_transition_data(
                 episodes,
                 gamma=self.args.gamma,
                 tokenizer=self.tokenizer,
                 ignore_no_eos=self.args.ignore_no_eos,
             )
-            return self.ipc_client.serialize_ipc(data)
+            keep = np.sort(rng.choice(len(data), size=rows, replace=False))
+            return self.ipc_client.serialize_ipc([data[i] for i in keep])
 
     class XpgymLearner(ppo.PPOLearner):
         def prepare_data(self, strategy: Any, tokenizer: Any) -> None:
-            self.prompts_dataset = self.eval_prompts_dataset = _PlaceholderPrompts()
+            args = strategy.args
+            rows_per_round = args.rollout_batch_size // strategy.world_size
+            if args.pi_buffer_maxlen_per_device < rows_per_round:
+                raise ValueError(
+                    f"pi_buffer_maxlen_per_device ({args.pi_buffer_maxlen_per_device}) must be "
+                    f"at least rollout_batch_size // learner ranks ({rows_per_round}): Oat's "
+                    "buffer drops the oldest rows of a learning round beyond it"
+                )
+            budget = args.max_queries if args.max_queries > 0 else args.max_train
+            self.prompts_dataset = self.eval_prompts_dataset = _PlaceholderPrompts(budget)
             self.prompts_dataloader = strategy.setup_dataloader(
                 self.prompts_dataset,
                 strategy.args.rollout_batch_size_per_device,
@@ -332,10 +369,14 @@ def oat_classes() -> tuple[type, type, type]:
 
 class _PlaceholderPrompts:
     """Oat's learner iterates a prompt dataset to drive actor steps; xpgym actors make
-    their own episodes, so each item is an empty prompt/reference (a large fixed length)."""
+    their own episodes, so each of the `size` items is an empty (formatted prompt, prompt,
+    reference) triple, the order of Oat's ``PromptDataset`` items."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
 
     def __len__(self) -> int:
-        return 10**9
+        return self.size
 
     def __getitem__(self, index: int) -> tuple[str, str, str]:
         return "", "", ""
