@@ -32,6 +32,8 @@ One training step
 
    The estimators' conventions (std kind, eps) are `xpgym.core.advantages` defaults;
    ``TrainerConfig.advantage_kwargs`` passes others (e.g. ``{"std": "unbiased"}``).
+   ``Trainer(advantage_fn=...)`` replaces this step's token advantages altogether (the
+   parity curves train with another trainer's own estimator this way).
 5. **Update**: `ppo_epochs` passes over the rows in `num_minibatches` shuffled minibatches,
    one AdamW step per minibatch, gradients clipped to `max_grad_norm`.
 
@@ -99,7 +101,7 @@ import difflib
 import logging
 import math
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -126,6 +128,7 @@ if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv
 
 __all__ = [
+    "AdvantageFn",
     "Batch",
     "Trainer",
     "TrainerConfig",
@@ -160,6 +163,10 @@ LOSS_AGG_MODES: tuple[str, ...] = (
 )
 KL_ESTIMATORS: tuple[str, ...] = ("k1", "k2", "k3")
 OLD_LOGPROBS: tuple[str, ...] = ("recompute", "rollout", "detach")
+
+AdvantageFn = Callable[["Batch"], "torch.Tensor | NDArray[np.floating]"]
+"""``batch -> [B, L]`` token advantages to train on instead of ``batch.advantages`` (see
+`Trainer`)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -629,6 +636,11 @@ class Trainer:
             `model` taken now).
         pad_token_id: Id written at padding (any valid id; padding is masked). Default:
             ``model.config.pad_token_id``, else 0.
+        advantage_fn: Replaces step 4 (another estimator, e.g. a trainer's own in the
+            parity curves): called by `make_batch` with the finished `Batch` (whose
+            ``advantages`` are this trainer's), it returns the ``[B, L]`` token advantages
+            to train on; only entries under ``loss_mask`` are used (the rest are zeroed).
+            ``Batch.turn_advantages`` keeps this trainer's values. None: off.
 
     Attributes:
         value_head: ``torch.nn.Linear(hidden_size, 1)`` for PPO, else None.
@@ -643,8 +655,10 @@ class Trainer:
         *,
         ref_model: torch.nn.Module | None = None,
         pad_token_id: int | None = None,
+        advantage_fn: AdvantageFn | None = None,
     ) -> None:
         self.config = config
+        self.advantage_fn = advantage_fn
         self.model = model.eval()  # dropout off: pi_old and pi_theta are the same function
         if pad_token_id is None:
             pad_token_id = getattr(getattr(model, "config", None), "pad_token_id", None)
@@ -809,7 +823,7 @@ class Trainer:
             value_mask[at_values] = True
             target = turn_returns[value_episode, value_turn]
             returns_tok[at_values] = torch.as_tensor(target, dtype=torch.float32, device=device)
-        return Batch(
+        batch = Batch(
             rows=rows,
             input_ids=input_ids,
             attention_mask=attention_mask,
@@ -828,6 +842,15 @@ class Trainer:
             turn_values=turn_values,
             turn_returns=turn_returns,
         )
+        if self.advantage_fn is not None:  # an outside estimator replaces step 4
+            replaced = torch.as_tensor(self.advantage_fn(batch), dtype=torch.float32)
+            if replaced.shape != batch.advantages.shape:
+                raise ValueError(
+                    f"advantage_fn returned shape {tuple(replaced.shape)}, expected "
+                    f"{tuple(batch.advantages.shape)} (one value per token of the rows)"
+                )
+            batch.advantages = torch.where(loss_mask, replaced.to(device), 0.0)
+        return batch
 
     def update(self, batch: Batch) -> dict[str, float]:
         """`ppo_epochs` passes of `num_minibatches` AdamW steps over `batch`.
@@ -959,6 +982,7 @@ def train(
     num_steps: int,
     ref_model: torch.nn.Module | None = None,
     collector_kwargs: dict[str, Any] | None = None,
+    advantage_fn: AdvantageFn | None = None,
 ) -> list[dict[str, float]]:
     """Train `model` on `vec_env` for `num_steps` steps: collect, advantages, update, log.
 
@@ -976,6 +1000,7 @@ def train(
         num_steps: Training steps.
         ref_model: KL reference (see `Trainer`).
         collector_kwargs: More `RolloutCollector` arguments (``system_prompt``, ...).
+        advantage_fn: Replaces the advantages of every batch (see `Trainer`).
 
     Returns:
         The metrics of each step (`Trainer.train_step`).
@@ -996,7 +1021,13 @@ def train(
     collector = RolloutCollector(
         vec_env, policy, max_turns=cfg.max_turns, **dict(collector_kwargs or {})
     )
-    trainer = Trainer(model, cfg, ref_model=ref_model, pad_token_id=policy.pad_token_id)
+    trainer = Trainer(
+        model,
+        cfg,
+        ref_model=ref_model,
+        pad_token_id=policy.pad_token_id,
+        advantage_fn=advantage_fn,
+    )
     history = []
     for step in range(num_steps):
         # 1. Collect: complete episodes, group_size per start state.
