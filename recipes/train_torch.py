@@ -241,11 +241,27 @@ def evaluate(model: Any, tokenizer: Any, vec: Any, args: Args, step: int) -> dic
 
 
 def idle_cores() -> int:
-    """Cores not busy with other work (1-minute load average), between 1 and 4: tiny matrices
-    gain little from more threads, and threads fighting another job for a core cost up to 5x
-    (docs/demo.md, "Machine load")."""
-    busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    return max(1, min(4, (os.cpu_count() or 1) - round(busy)))
+    """Cores not busy with other work right now, between 1 and 4: tiny matrices gain little
+    from more threads, and threads fighting another job for a core cost up to 5x
+    (docs/demo.md, "Machine load"). Busy cores are measured over half a second from
+    ``/proc/stat`` (Linux), else taken from the 1-minute load average."""
+    cores = os.cpu_count() or 1
+    try:
+        before = _cpu_times()
+        time.sleep(0.5)
+        after = _cpu_times()
+        total, idle = (a - b for a, b in zip(after, before, strict=True))
+        busy = cores * (1 - idle / total) if total > 0 else 0.0
+    except OSError:
+        busy = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(1, min(4, cores - round(busy)))
+
+
+def _cpu_times() -> tuple[int, int]:
+    """``(total, idle)`` jiffies of all cores since boot (``/proc/stat``; idle + iowait)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    return sum(fields), fields[3] + fields[4]
 
 
 def plot(records: list[dict[str, Any]], path: Path) -> None:
@@ -311,6 +327,7 @@ def main() -> None:
         temperature=args.temperature,
         max_new_tokens=args.max_new_tokens,
         num_episodes=args.episodes_per_step,
+        old_logprobs="detach",  # one on-policy pass: the ratio is 1, skip the extra forward
         seed=args.seed,
     )
     trainer = Trainer(model, config, pad_token_id=tokenizer.pad_token_id)

@@ -79,3 +79,7 @@ def test_reference_policies_bracket_the_consistency_metric():
     assert refs["binary_search"]["consistent"] == 1.0
     assert 0.2 < refs["random_valid"]["consistent"] < 0.8  # ignores the feedback
     assert refs["random_valid"]["success"] < 0.6
+
+
+def test_idle_cores_is_a_thread_count_between_one_and_four():
+    assert 1 <= _recipe_module().idle_cores() <= 4
