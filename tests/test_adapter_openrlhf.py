@@ -2,9 +2,10 @@
 
 OpenRLHF's experience maker and samples generator import flash_attn, deepspeed and vllm at
 module level (GPU packages). Where those are missing, the `openrlhf_internals` fixture
-imports them with test-only stand-in modules (`TestOnlyStandIn`, empty namespaces) and
-removes every module it imported when this file's tests are done; the adapter itself never
-uses stand-ins.
+imports them with empty stand-in modules (`parity.trainers._stand_ins.stand_ins`, shared
+with the parity suite) and removes the stand-ins and OpenRLHF's modules when this file's
+tests are done (not other modules imported meanwhile: torch internals break when imported
+twice); the adapter itself never uses stand-ins.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from adapter_cases import (  # noqa: E402
     rebn_reference,
 )
 
+from parity.trainers._stand_ins import stand_ins  # noqa: E402
 from xpgym.adapters.openrlhf import (  # noqa: E402
     AGENT_FUNC_PATH,
     AgentExecutor,
@@ -69,41 +71,20 @@ GPU_ONLY = [
 ]
 
 
-class TestOnlyStandIn(types.ModuleType):
-    """An empty module whose every attribute is a new empty class (test-only)."""
-
-    __test__ = False
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return type(name, (), {})
-
-
 @pytest.fixture(scope="module")
 def openrlhf_internals() -> Iterator[types.SimpleNamespace]:
-    before = set(sys.modules)
-    for name in GPU_ONLY:
-        try:
-            importlib.import_module(name)
-        except ImportError:
-            module = TestOnlyStandIn(name)
-            module.__spec__ = importlib.machinery.ModuleSpec(name, None)
-            module.__path__ = []
-            sys.modules[name] = module
-    from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
-    from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
-    from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
+    with stand_ins(GPU_ONLY, packages=("openrlhf",)):
+        from openrlhf.trainer.ppo_utils.experience_maker import RemoteExperienceMaker
+        from openrlhf.trainer.ppo_utils.samples_generator import SamplesGenerator
+        from openrlhf.trainer.ray.vllm_engine import _load_agent_executor
 
-    saved = RemoteExperienceMaker.__dict__.get("compute_advantages_and_returns")
-    yield types.SimpleNamespace(
-        RemoteExperienceMaker=RemoteExperienceMaker,
-        SamplesGenerator=SamplesGenerator,
-        load_agent_executor=_load_agent_executor,
-    )
-    RemoteExperienceMaker.compute_advantages_and_returns = saved
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
+        saved = RemoteExperienceMaker.__dict__.get("compute_advantages_and_returns")
+        yield types.SimpleNamespace(
+            RemoteExperienceMaker=RemoteExperienceMaker,
+            SamplesGenerator=SamplesGenerator,
+            load_agent_executor=_load_agent_executor,
+        )
+        RemoteExperienceMaker.compute_advantages_and_returns = saved
 
 
 def maker(

@@ -40,6 +40,7 @@ from adapter_cases import (  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from RL2.datasets import pack_tensor_dicts, state_dict_to_tensor_dict  # noqa: E402
 
+from parity.trainers._stand_ins import stand_ins  # noqa: E402
 from xpgym.adapters import rl2  # noqa: E402
 from xpgym.adapters.rl2 import (  # noqa: E402
     install_turn_advantages,
@@ -57,17 +58,10 @@ EPS32 = float(np.finfo(np.float32).eps)
 
 @pytest.fixture(scope="module")
 def rl2_algorithms() -> Iterator[Any]:
-    before = set(sys.modules)
-    try:
-        importlib.import_module("wandb")
-    except ImportError:
-        stand_in = types.ModuleType("wandb")  # test-only stand-in: RL2 uses it for logging
-        stand_in.__spec__ = importlib.machinery.ModuleSpec("wandb", None)
-        sys.modules["wandb"] = stand_in
-    module = importlib.import_module("RL2.utils.algorithms")
-    yield module
-    for name in set(sys.modules) - before:
-        del sys.modules[name]
+    # wandb (RL2 logs with it) gets an empty stand-in where missing; afterwards only the
+    # stand-in and RL2's modules are removed (torch internals break when imported twice).
+    with stand_ins(["wandb"], packages=("RL2",)):
+        yield importlib.import_module("RL2.utils.algorithms")
 
 
 def rl2_state_dict(b: int) -> dict[str, list]:
