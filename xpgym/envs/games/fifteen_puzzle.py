@@ -49,12 +49,11 @@ moves, 60 turns.
 
 from __future__ import annotations
 
-import numbers
 import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -310,12 +309,7 @@ class FifteenPuzzleEnv(Env[str]):
 def _validated(
     preset: Settings, size: int | None, scramble_moves: int | None, max_turns: int | None
 ) -> Settings:
-    given = (size, scramble_moves, max_turns)
-    settings = Settings(*(p if v is None else v for p, v in zip(preset, given, strict=True)))
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"FifteenPuzzleEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (size, scramble_moves, max_turns), "FifteenPuzzleEnv")
     if settings.size < 2:
         raise ValueError(f"FifteenPuzzleEnv: size must be >= 2, got {settings.size}")
     if settings.scramble_moves < 1:

@@ -45,12 +45,11 @@ least about ``t / 2.2`` valid moves (about 116 for 256 and 930 for 2048).
 
 from __future__ import annotations
 
-import numbers
 import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -354,15 +353,7 @@ class Game2048Env(Env[str]):
 def _validated(
     preset: Settings, size: int | None, target: int | None, max_turns: int | None
 ) -> Settings:
-    settings = Settings(
-        preset.size if size is None else size,
-        preset.target if target is None else target,
-        preset.max_turns if max_turns is None else max_turns,
-    )
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"Game2048Env: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (size, target, max_turns), "Game2048Env")
     if not 2 <= settings.size <= 8:
         raise ValueError(f"Game2048Env: size must be from 2 to 8, got {settings.size}")
     if settings.target < 8 or settings.target & (settings.target - 1):

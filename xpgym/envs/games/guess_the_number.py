@@ -38,12 +38,11 @@ search needs at most ``floor(log2(n)) + 1`` turns for ``n`` numbers, which fits 
 
 from __future__ import annotations
 
-import numbers
 import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",
@@ -248,15 +247,7 @@ class GuessTheNumberEnv(Env[str]):
 def _validated(
     preset: Settings, min_number: int | None, max_number: int | None, max_turns: int | None
 ) -> Settings:
-    settings = Settings(
-        preset.min_number if min_number is None else min_number,
-        preset.max_number if max_number is None else max_number,
-        preset.max_turns if max_turns is None else max_turns,
-    )
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"GuessTheNumberEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (min_number, max_number, max_turns), "GuessTheNumberEnv")
     if settings.min_number >= settings.max_number:
         raise ValueError(
             f"GuessTheNumberEnv: min_number ({settings.min_number}) must be less than "

@@ -50,13 +50,12 @@ Difficulty presets (`DIFFICULTIES`): ``"easy"`` is 6..8-letter words with 8 live
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections.abc import Iterable
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 from xpgym.envs.games.wordle import load_words
 
 __all__ = [
@@ -294,12 +293,7 @@ def _validated(
     lives: int | None,
     max_turns: int | None,
 ) -> Settings:
-    given = (min_length, max_length, lives, max_turns)
-    settings = Settings(*(p if v is None else v for p, v in zip(preset, given, strict=True)))
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"HangmanEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (min_length, max_length, lives, max_turns), "HangmanEnv")
     if not 1 <= settings.min_length <= settings.max_length:
         raise ValueError(
             f"HangmanEnv: need 1 <= min_length <= max_length, got {settings.min_length} "

@@ -45,12 +45,11 @@ tested.
 
 from __future__ import annotations
 
-import numbers
 import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",
@@ -286,15 +285,7 @@ class MastermindEnv(Env[str]):
 def _validated(
     preset: Settings, code_length: int | None, num_colors: int | None, max_turns: int | None
 ) -> Settings:
-    settings = Settings(
-        preset.code_length if code_length is None else code_length,
-        preset.num_colors if num_colors is None else num_colors,
-        preset.max_turns if max_turns is None else max_turns,
-    )
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"MastermindEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (code_length, num_colors, max_turns), "MastermindEnv")
     if not 1 <= settings.code_length <= 10:
         raise ValueError(f"MastermindEnv: code_length must be 1..10, got {settings.code_length}")
     if not 2 <= settings.num_colors <= 9:

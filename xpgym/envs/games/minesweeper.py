@@ -48,13 +48,12 @@ mines. Every size allows one turn per cell, enough to reveal each safe cell one 
 
 from __future__ import annotations
 
-import numbers
 import re
 from functools import lru_cache
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -382,16 +381,7 @@ def _validated(
     mines: int | None,
     max_turns: int | None,
 ) -> Settings:
-    settings = Settings(
-        *(
-            p if v is None else v
-            for p, v in zip(preset, (rows, cols, mines, max_turns), strict=True)
-        )
-    )
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"MinesweeperEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (rows, cols, mines, max_turns), "MinesweeperEnv")
     for name in ("rows", "cols"):
         if not 2 <= getattr(settings, name) <= 30:
             raise ValueError(f"MinesweeperEnv: {name} must be 2..30, got {getattr(settings, name)}")

@@ -52,13 +52,12 @@ The turn limit is at least the number of reverse steps, so both kept solutions a
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections import deque
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -471,16 +470,7 @@ def _connected(cells: list[Cell]) -> bool:
 
 
 def _validated(preset: Settings, overrides: tuple[int | None, ...]) -> Settings:
-    settings = Settings(
-        *(
-            default if value is None else value
-            for default, value in zip(preset, overrides, strict=True)
-        )
-    )
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"SokobanEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, overrides, "SokobanEnv")
     limits = {
         "size": (5, 10),
         "num_boxes": (1, 4),

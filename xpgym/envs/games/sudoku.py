@@ -56,14 +56,13 @@ turns. ``givens`` must lie in ``6..16`` for 4x4 and ``26..81`` for 9x9.
 
 from __future__ import annotations
 
-import numbers
 import re
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -502,15 +501,7 @@ class SudokuEnv(Env[str]):
 def _validated(
     preset: Settings, size: int | None, givens: int | None, max_turns: int | None
 ) -> Settings:
-    settings = Settings(
-        preset.size if size is None else size,
-        preset.givens if givens is None else givens,
-        preset.max_turns if max_turns is None else max_turns,
-    )
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"SudokuEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (size, givens, max_turns), "SudokuEnv")
     if settings.size not in _BOX:
         raise ValueError(f"SudokuEnv: size must be 4 or 9, got {settings.size}")
     lo, hi = MIN_GIVENS[settings.size], settings.size**2

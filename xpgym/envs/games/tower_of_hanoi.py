@@ -42,12 +42,11 @@ Difficulty presets (`DIFFICULTIES`): ``"easy"`` is 3 disks in 14 turns, ``"hard"
 
 from __future__ import annotations
 
-import numbers
 import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -259,14 +258,7 @@ class TowerOfHanoiEnv(Env[str]):
 
 
 def _validated(preset: Settings, num_disks: int | None, max_turns: int | None) -> Settings:
-    settings = Settings(
-        preset.num_disks if num_disks is None else num_disks,
-        preset.max_turns if max_turns is None else max_turns,
-    )
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"TowerOfHanoiEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (num_disks, max_turns), "TowerOfHanoiEnv")
     if not 1 <= settings.num_disks <= 12:
         raise ValueError(f"TowerOfHanoiEnv: num_disks must be 1..12, got {settings.num_disks}")
     if settings.max_turns < 1:

@@ -55,14 +55,13 @@ from __future__ import annotations
 
 import functools
 import json
-import numbers
 import re
 from collections.abc import Iterable
 from importlib import resources
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.games.presets import override_preset, resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",
@@ -299,14 +298,7 @@ class WordleEnv(Env[str]):
 
 
 def _validated(preset: Settings, word_length: int | None, max_turns: int | None) -> Settings:
-    settings = Settings(
-        preset.word_length if word_length is None else word_length,
-        preset.max_turns if max_turns is None else max_turns,
-    )
-    for name, value in settings._asdict().items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise TypeError(f"WordleEnv: {name} must be an int, got {value!r}")
-    settings = Settings(*map(int, settings))
+    settings = override_preset(preset, (word_length, max_turns), "WordleEnv")
     if settings.max_turns < 1:
         raise ValueError(f"WordleEnv: max_turns must be >= 1, got {settings.max_turns}")
     if settings.word_length < 1:
