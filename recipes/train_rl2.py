@@ -30,17 +30,18 @@ grad clip 1.0, constant lr, clip 0.2, no KL, temperature 1.0.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import logging
 import os
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from xpgym.core.cli import parse_dataclass_args
 
 ESTIMATOR = {  # --algorithm -> (adv.estimator, adv.norm_var)
     "rebn": ("xpgym_rebn", False),
@@ -262,15 +263,7 @@ def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--rl2-worker":
         rl2_worker(sys.argv[2:])
         return
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f in fields(Args):
-        default = getattr(Args, f.name)
-        flag = f"--{f.name.replace('_', '-')}"
-        if isinstance(default, bool):
-            parser.add_argument(flag, action="store_true")
-        else:
-            parser.add_argument(flag, type=type(default), default=default)
-    args = Args(**vars(parser.parse_args()))
+    args = parse_dataclass_args(Args, __doc__.splitlines()[0])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     check_args(args)
     out_dir = Path(args.out_dir).resolve()

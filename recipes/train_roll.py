@@ -30,16 +30,17 @@ token-mean loss, temperature 1.0, top-p 1.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import runpy
 import sys
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from xpgym.core.cli import parse_dataclass_args
 
 
 @dataclass
@@ -235,15 +236,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f in fields(Args):
-        default = getattr(Args, f.name)
-        flag = f"--{f.name.replace('_', '-')}"
-        if isinstance(default, bool):
-            parser.add_argument(flag, action="store_true")
-        else:
-            parser.add_argument(flag, type=type(default), default=default)
-    args = Args(**vars(parser.parse_args()))
+    args = parse_dataclass_args(Args, __doc__.splitlines()[0])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     out_dir = Path(args.out_dir).resolve()
     if args.dry_run:

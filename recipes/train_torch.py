@@ -30,12 +30,11 @@ Outputs in `--out-dir`: ``metrics.jsonl`` (one line per training step and per ev
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import os
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +45,7 @@ from tqdm import tqdm
 import xpgym
 from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
 from xpgym.adapters.torch import Trainer, TrainerConfig, token_logprobs
+from xpgym.core.cli import parse_dataclass_args
 from xpgym.core.policies import Generation
 from xpgym.core.policies.hf import HFPolicy
 from xpgym.core.rollout import RolloutCollector
@@ -298,11 +298,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for f in fields(Args):
-        default = getattr(Args, f.name)
-        parser.add_argument(f"--{f.name.replace('_', '-')}", type=type(default), default=default)
-    args = Args(**vars(parser.parse_args()))
+    args = parse_dataclass_args(Args, __doc__.splitlines()[0])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     torch.set_num_threads(args.threads or idle_cores())
     out_dir = Path(args.out_dir)
