@@ -211,3 +211,12 @@ def test_check_env_passes(difficulty):
 def test_bad_arguments_raise(kwargs, error):
     with pytest.raises(error):
         WordleEnv(**kwargs)
+
+
+def test_checked_words_defaults_to_the_shipped_list_and_names_the_env():
+    from xpgym.envs.games.wordle import checked_words, load_words
+
+    assert checked_words(None, "AnyEnv") == load_words()
+    assert checked_words(["ab", "cd"], "AnyEnv") == ("ab", "cd")
+    with pytest.raises(ValueError, match="AnyEnv: words must be lower-case ASCII, got 'Ab'"):
+        checked_words(["ok", "Ab"], "AnyEnv")

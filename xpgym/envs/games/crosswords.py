@@ -76,7 +76,7 @@ import numpy as np
 from xpgym.core.env import Env
 from xpgym.envs.games.letter_grid import render_letter_grid
 from xpgym.envs.games.presets import resolve_presets
-from xpgym.envs.games.wordle import load_words, parse_word
+from xpgym.envs.games.wordle import checked_words, parse_word
 
 __all__ = [
     "DIFFICULTIES",
@@ -102,7 +102,6 @@ UNKNOWN = "."
 
 _STEPS = {"across": (0, 1), "down": (1, 0)}
 _ANSWER = re.compile(r"([0-9]{1,3})\s*-?\s*(across|down|a|d)[\s:=.\-]+([a-z]+)")
-_LETTERS = re.compile(r"[a-z]+")
 _MAX_ATTEMPTS = 200
 
 
@@ -349,10 +348,7 @@ class CrosswordsEnv(Env[str]):
         words: Iterable[str] | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        vocabulary = load_words() if words is None else tuple(words)
-        for word in vocabulary:
-            if not isinstance(word, str) or not _LETTERS.fullmatch(word):
-                raise ValueError(f"CrosswordsEnv: words must be lower-case ASCII, got {word!r}")
+        vocabulary = checked_words(words, "CrosswordsEnv")
         vocabulary = sorted(set(vocabulary))
         letter_sets = Counter("".join(sorted(w)) for w in vocabulary)
         self.difficulty = difficulty

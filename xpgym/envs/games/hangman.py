@@ -56,7 +56,7 @@ from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
 from xpgym.envs.games.presets import override_preset, resolve_presets
-from xpgym.envs.games.wordle import load_words
+from xpgym.envs.games.wordle import checked_words
 
 __all__ = [
     "DIFFICULTIES",
@@ -136,10 +136,7 @@ class HangmanEnv(Env[str]):
         words: Iterable[str] | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        vocabulary = load_words() if words is None else tuple(words)
-        for word in vocabulary:
-            if not isinstance(word, str) or not _LETTERS.fullmatch(word):
-                raise ValueError(f"HangmanEnv: words must be lower-case ASCII, got {word!r}")
+        vocabulary = checked_words(words, "HangmanEnv")
         self.difficulty = difficulty
         self._choices: list[tuple[str | None, Settings, tuple[str, ...]]] = []
         for name, preset in presets.items():

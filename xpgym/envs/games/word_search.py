@@ -70,7 +70,7 @@ import numpy as np
 from xpgym.core.env import Env
 from xpgym.envs.games.letter_grid import render_letter_grid
 from xpgym.envs.games.presets import resolve_presets
-from xpgym.envs.games.wordle import load_words, parse_word
+from xpgym.envs.games.wordle import checked_words, parse_word
 
 __all__ = [
     "DIFFICULTIES",
@@ -114,7 +114,6 @@ _DIRECTION_NAMES = {
     "NW": "NW (up-left)",
 }
 _CLAIM = re.compile(r"([a-z]+)[\s,(]+([0-9]{1,6})[\s,]+([0-9]{1,6})[\s,)]+([a-z]{1,2})")
-_LETTERS = re.compile(r"[a-z]+")
 _ALPHABET = "abcdefghijklmnopqrstuvwxyz"
 _MAX_ATTEMPTS = 200
 
@@ -308,10 +307,7 @@ class WordSearchEnv(Env[str]):
         words: Iterable[str] | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        vocabulary = load_words() if words is None else tuple(words)
-        for word in vocabulary:
-            if not isinstance(word, str) or not _LETTERS.fullmatch(word):
-                raise ValueError(f"WordSearchEnv: words must be lower-case ASCII, got {word!r}")
+        vocabulary = checked_words(words, "WordSearchEnv")
         self.difficulty = difficulty
         self._choices: list[tuple[str | None, Settings, tuple[str, ...]]] = []
         for name, preset in presets.items():

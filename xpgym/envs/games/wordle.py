@@ -99,6 +99,19 @@ def load_words(length: int | None = None) -> tuple[str, ...]:
     return words if length is None else tuple(w for w in words if len(w) == length)
 
 
+def checked_words(words: Iterable[str] | None, owner: str) -> tuple[str, ...]:
+    """`words` as a tuple, or the shipped list (`load_words`) when `None`.
+
+    Raises:
+        ValueError: a word is not lower-case ASCII letters, naming `owner` (the env).
+    """
+    checked = load_words() if words is None else tuple(words)
+    for word in checked:
+        if not isinstance(word, str) or not _LETTERS.fullmatch(word):
+            raise ValueError(f"{owner}: words must be lower-case ASCII, got {word!r}")
+    return checked
+
+
 def feedback(guess: str, secret: str) -> str:
     """Wordle feedback of `guess` against `secret` (same length), e.g. ``"G_Y__"``.
 
@@ -180,10 +193,7 @@ class WordleEnv(Env[str]):
         words: Iterable[str] | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        vocabulary = load_words() if words is None else tuple(words)
-        for word in vocabulary:
-            if not isinstance(word, str) or not _LETTERS.fullmatch(word):
-                raise ValueError(f"WordleEnv: words must be lower-case ASCII, got {word!r}")
+        vocabulary = checked_words(words, "WordleEnv")
         self.difficulty = difficulty
         self._choices: list[tuple[str | None, Settings, tuple[str, ...]]] = []
         for name, preset in presets.items():
