@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Set up a development environment for xpgym from the package registries.
+# Set up everything xpgym's demo and its whole test suite need, from the package registries.
 #
 #   bash scripts/setup.sh [VENV_DIR]      (default: .venv)
 #
-# Installs bubblewrap (the sandbox for model-written code) with apt-get when it is missing,
-# creates the virtual environment, installs the CPU build of torch first (so nothing pulls
-# a CUDA build), then xpgym in editable mode with the extras its tests use (dev, tools, mcp, remote, ray).
+# This is the only install path: the README's first command runs it, and `.ci/run` runs it
+# before the README's test command, so a newcomer's environment and CI's are the same.
+#
+# 1. bubblewrap (the sandbox for model-written code), with apt-get when it is missing;
+# 2. the virtual environment, the CPU build of torch first (so nothing pulls a CUDA build),
+#    then xpgym in editable mode with the extras its tests use;
+# 3. the RL trainers the adapter and parity tests import, CPU only. Their own requirements
+#    pull CUDA-only packages (flash-attn, vllm, deepspeed) or pin other versions of
+#    transformers, so each is installed with --no-deps and the few packages its data classes,
+#    advantage code and hooks import are added by name. Oat's wheels declare Python < 3.11;
+#    the modules used here run on 3.10-3.12. ROLL is not on PyPI: its tests use the GEM 0.0.4
+#    registry it pins. docs/trainers.md has the per-trainer details.
+# 4. a marker file in the venv saying the trainers were installed: the test suite then
+#    requires every adapter's trainer to import (a missing dependency fails instead of
+#    silently turning the adapter tests into skips).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv="${1:-.venv}"
@@ -18,7 +30,20 @@ if ! command -v bwrap >/dev/null 2>&1; then
 fi
 
 python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet torch==2.13.0
-"$venv/bin/python" -m pip install --quiet -e ".[dev,envs,vision,eval,tools,mcp,remote,ray]"
-echo "xpgym is installed in $venv; activate it with: . $venv/bin/activate"
+pip=("$venv/bin/python" -m pip install --quiet)
+"${pip[@]}" --upgrade pip
+"${pip[@]}" torch==2.13.0
+"${pip[@]}" -e ".[dev,envs,vision,eval,tools,mcp,remote,ray]"
+
+"${pip[@]}" --no-deps verl==0.9.1
+"${pip[@]}" tensordict==0.10.0 omegaconf==2.3.1 hydra-core==1.3.8 codetiming==1.4.0 \
+  cachetools torchdata==0.11.0 peft==0.21.2 fastapi==0.165.0
+"${pip[@]}" --no-deps openrlhf==0.11.2
+"${pip[@]}" pylatexenc==2.10 aiohttp
+"${pip[@]}" --no-deps rl-square==0.0.2
+"${pip[@]}" --no-deps --ignore-requires-python oat-llm==0.2.4
+"${pip[@]}" --no-deps gem-llm==0.0.4
+"$venv/bin/python" -c "import torch; assert torch.__version__.endswith('+cpu'), torch.__version__"
+echo "verl openrlhf rl2 oat roll" > "$venv/xpgym-trainers-installed"
+
+echo "xpgym and the CPU trainers are installed in $venv; activate it with: . $venv/bin/activate"
