@@ -1,6 +1,7 @@
 """Layer 1 of the parity suite: every trainer's batch layout and advantages on the golden cases.
 
     python -m parity.check [--trainer verl ...] [--case ragged ...] [--report PATH]
+    python -m parity.check --write-docs   # also regenerate the table in docs/trainers.md
 
 For each trainer (``parity/trainers/``), each golden case (`parity.cases`) and each of the
 trainer's estimators: convert the episodes with the trainer's xpgym adapter, compute the
@@ -37,8 +38,10 @@ from parity.core import (
 )
 
 __all__ = [
+    "DOCS_PATH",
     "REPORT_PATH",
     "TRAINERS",
+    "docs_with_table",
     "failures",
     "main",
     "markdown_table",
@@ -53,6 +56,11 @@ TRAINERS: tuple[str, ...] = ("verl", "openrlhf", "rl2", "oat", "roll")
 """Trainer modules under ``parity.trainers``, in table order."""
 
 REPORT_PATH = Path(__file__).with_name("report.json")
+
+DOCS_PATH = Path(__file__).resolve().parent.parent / "docs" / "trainers.md"
+"""The one home of the trainers' differences; its parity table is generated from the report."""
+
+TABLE_START, TABLE_END = "<!-- parity-table:start -->", "<!-- parity-table:end -->"
 
 
 def _spec(name: str) -> TrainerSpec:
@@ -227,6 +235,15 @@ def markdown_table(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def docs_with_table(text: str, report: dict[str, Any]) -> str:
+    """`text` (docs/trainers.md) with the markdown table of `report` between its
+    ``parity-table`` markers; raises `ValueError` when the markers are missing."""
+    start, end = text.find(TABLE_START), text.find(TABLE_END)
+    if start < 0 or end < start:
+        raise ValueError(f"no {TABLE_START} ... {TABLE_END} block in the docs text")
+    return text[: start + len(TABLE_START)] + "\n" + markdown_table(report) + text[end:]
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, float) and not np.isfinite(value):
         return str(value)
@@ -244,7 +261,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--case", action="append", help="default: all")
     parser.add_argument("--report", type=Path, default=REPORT_PATH)
     parser.add_argument("--markdown", action="store_true", help="print a markdown table")
+    parser.add_argument(
+        "--write-docs", action="store_true", help=f"rewrite the parity table in {DOCS_PATH}"
+    )
     args = parser.parse_args(argv)
+    if args.write_docs and (args.trainer or args.case):
+        parser.error("--write-docs needs the whole report: drop --trainer and --case")
     cases = [case_by_name(c) for c in args.case] if args.case else list(CASES)
     report = run(args.trainer or TRAINERS, cases)
     args.report.write_text(json.dumps(_jsonable(report), indent=1) + "\n", encoding="utf-8")
@@ -252,6 +274,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(markdown_table(report))
     else:
         print_table(report)
+    if args.write_docs:
+        DOCS_PATH.write_text(docs_with_table(DOCS_PATH.read_text(encoding="utf-8"), report))
     bad = failures(report)
     for line in bad:
         logger.error("%s", line)

@@ -40,24 +40,8 @@ learner puts each row's last reward (times ``reward_scale``, default 1) on the r
 response token and hands those ``[B, L - 1]`` rewards to ``compute_monte_carlo_advantages``,
 which sums them: each row's advantage input is ``G_t``.
 
-Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
----------------------------------------------------------------------------------
-* ``XpgymLearner`` ReBN = the reference ``rebn`` (population std over every turn of the
-  batch across all learner ranks, ``eps = 1e-9`` added to the std), as GEM's Oat recipe.
-  Oat's own ``grpo`` is ``grpo(s, g, eps=1e-8)`` over consecutive blocks of
-  ``num_samples``; its ``PPOMultiTurnLearner`` whitens with population std, eps 1e-9.
-* Loss aggregation: with ``critic_type="drgrpo"`` (the hook's route) Oat sums the
-  per-token loss and divides by the constant ``generate_max_length`` (Dr.GRPO); the
-  reference default is token-mean (``loss_agg_mode="seq-mean-token-sum-norm"`` with
-  ``loss_scale_factor=generate_max_length`` reproduces Oat).
-* Oat applies truncated importance sampling by default (``tis_c=2.0``) and a k3 KL loss
-  with ``beta=0.1``: set ``--beta 0`` (the GEM paper and the reference use no KL).
-* Batch: Oat's collector expects a fixed number of rows per actor step (a multiple of its
-  prompt batch) and DeepSpeed the same number of micro-batches on every learner rank, so
-  each actor step returns exactly one row per prompt (``rollout_batch_size_per_device``
-  per learner rank), drawn uniformly without replacement from the turns of the whole
-  episodes it collected, as GEM's recipe does. The reference trains every turn.
-* Budget: ``generate_max_length`` per turn, as the reference's ``max_new_tokens``.
+Differences from the reference trainer that change curves (advantages, loss aggregation,
+KL, clipping, budgets) are listed in one place: docs/trainers.md, section "Oat".
 """
 
 from __future__ import annotations

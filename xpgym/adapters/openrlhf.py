@@ -50,26 +50,8 @@ Reward placement: OpenRLHF's ``compute_reward`` puts ``rewards`` (clipped to
 ``--reward.clip_range``, default ±10) on the last 1 of ``action_mask``, i.e. the episode's
 last policy token; per-turn rewards survive only in the label (used by the override).
 
-Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
----------------------------------------------------------------------------------
-* Advantages, OpenRLHF's own estimators (checked in the tests): ``group_norm`` =
-  ``grpo(s, g, eps=1e-9)`` (unbiased std; a one-member group gives NaN); ``dr_grpo`` and the
-  shaping of ``reinforce_baseline`` = ``dr_grpo(s, g)``; ``rloo`` = ``rloo(s, g)``;
-  ``reinforce`` with ``gamma=1`` = ``whiten(s, weights=n_tok, std="population", eps=1e-8,
-  eps_placement="clamp")``: the episode total on every action token, whitened over tokens
-  with the biased variance (episode-level and token-weighted, unlike ReBN). With
-  ``gamma < 1`` OpenRLHF discounts per token, env tokens included.
-* With the override: per-turn ReBN/REINFORCE equal to the reference (population std,
-  eps 1e-9); OpenRLHF's reward clipping and KL-in-reward are not applied (the override
-  refuses ``--algo.kl.init_coef > 0``).
-* Loss aggregation: OpenRLHF ``token-mean`` over the gradient-accumulation window (0.11.2
-  adds ``--actor.loss_agg_mode seq-mean-token-mean``); reference default ``token-mean``.
-* KL: OpenRLHF's default ``--algo.kl.init_coef 0.01`` adds a k1 KL penalty to the reward
-  and loads a reference model; the GEM paper and the reference use 0 (the recipe sets 0).
-* Clipping: symmetric 0.2, no dual clip (as the reference's default). Optimiser: Adam
-  (0.9, 0.95), cosine schedule with 3% warm-up by default (the recipe sets constant lr).
-* Budget: ``--data.max_len`` caps the whole sequence (prompt, env and policy tokens); the
-  per-turn budget is ``--rollout.max_new_tokens`` or what is left of ``max_len``.
+Differences from the reference trainer that change curves (advantages, loss aggregation,
+KL, clipping, budgets) are listed in one place: docs/trainers.md, section "OpenRLHF".
 """
 
 from __future__ import annotations

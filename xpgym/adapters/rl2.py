@@ -41,23 +41,9 @@ key               dtype    shape        meaning
 An episode is one sequence when its prompts extend each other (token-exact turns), else
 it is split where they stop doing so (RL2's rule; `episode_rows(on_mismatch="split")`).
 
-Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
----------------------------------------------------------------------------------
-* Advantages, RL2's own estimator (checked in the tests): ``reinforce`` with
-  ``norm_var=true`` = ``grpo(s, g, eps=float32 eps)`` per group of ``responses_per_prompt``
-  (unbiased std), or one global group with ``global_norm=true`` or
-  ``responses_per_prompt=1``; ``s`` is the *undiscounted* episode total, given to every
-  action token. With the override: the reference's per-turn REINFORCE/ReBN.
-* Loss aggregation: RL2 ``avg_level: token`` (token-mean over the optimizer batch's action
-  tokens) or ``sequence``; reference default token-mean.
-* ``update_per_rollout`` splits one pass into that many optimizer steps (not epochs).
-* KL off by default (``kl.coef 0``), as in the reference; weight decay 1e-2 (reference 0).
-* ``rollout.dynamic_filtering: true`` by default drops groups whose rewards are all equal
-  (groups of 2 or more only).
-* The env module works on text: RL2 re-tokenises each state delta, so token-exactness
-  holds when the tokenizer encodes decoded ids back to the same ids (true of common BPE
-  tokenizers on chat-template text). Use ``skip_special_tokens: false`` in the sampling
-  parameters so the action text keeps its end-of-turn token.
+Differences from the reference trainer that change curves (advantages, loss aggregation,
+KL, clipping, budgets) are listed in one place: docs/trainers.md, section "RL2".
+
 
 Current RL2 ``main`` (not supported here)
 ----------------------------------------

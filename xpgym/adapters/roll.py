@@ -55,16 +55,8 @@ over the batch. In xpgym's terms (from ROLL's source; not run here)::
     rebn(discounted_returns(r, m, gamma), m, std="unbiased", eps=1e-6,
          zero_std="zero", zero_std_tol=1e-6)
 
-Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
----------------------------------------------------------------------------------
-* ReBN: unbiased std, eps 1e-6, zero output when the std is at most 1e-6 (reference:
-  population std, eps 1e-9); ``advantage_clip: 20`` in ROLL's GEM configs.
-* Loss aggregation: ROLL default ``seq-mean-token-mean``; GEM configs and
-  `STEP_REINFORCE_CONFIG` use ``token-mean`` (as the reference default).
-* KL: ROLL's default ``init_kl_coef: 0.2`` loads a reference model; the config sets 0.
-* ``batch_adjust_mode`` copies or deletes samples to fit divisibility (``delete`` here).
-* Budget: ``max_tokens_per_step`` per turn and ``sequence_length`` per sample; ROLL cuts
-  longer samples (this converter raises unless ``truncate=True``).
+Differences from the reference trainer that change curves (advantages, loss aggregation,
+KL, clipping, budgets) are listed in one place: docs/trainers.md, section "ROLL".
 """
 
 from __future__ import annotations

@@ -54,25 +54,8 @@ give the same per-turn advantages in both layouts, equal to the reference
 ``eps = 1e-9`` added to the std). verl's built-in ``grpo``/``rloo`` read each row's reward
 sum, so they need ``per_episode`` rows (sum = the episode's total reward).
 
-Differences from the reference trainer (`xpgym.adapters.torch`) that change curves
----------------------------------------------------------------------------------
-* Advantages: ``xpgym_rebn``/``xpgym_reinforce`` equal the reference exactly. verl's
-  ``grpo`` equals ``grpo(scores, uid, single_member="keep")`` (unbiased std, eps 1e-6, a
-  one-member group keeps its score); ``norm_adv_by_std_in_grpo=False`` equals ``dr_grpo``;
-  ``rloo`` equals ``rloo(..., single_member="keep")``. verl's ``reinforce_plus_plus`` and
-  ``gae`` discount per *token* and whiten token-weighted with the unbiased std: with
-  ``gamma=1`` they equal ``whiten(G, m, weights=n_tok)`` (see the tests).
-* Loss aggregation: verl default ``token-mean`` over the global mini-batch; the reference
-  default is ``token-mean`` per minibatch (the same for one minibatch). GEM's verl recipe
-  used ``seq-mean-token-sum-norm`` with the padded ``response_length`` as the divisor.
-* Old log-probs: verl recomputes them, or takes ``log_prob.detach()`` when there is one
-  mini-batch and ``ppo_epochs=1`` (the reference's ``old_logprobs="detach"``).
-* Clipping: verl always applies dual-clip (``clip_ratio_c=3``) to negative advantages; the
-  reference does only with ``dual_clip_c`` set (no effect on a single on-policy pass).
-* KL: off by default in verl (``use_kl_loss=false``, ``use_kl_in_reward=false``), as in the
-  reference (``kl_coef=0``) and the GEM paper.
-* Budget: verl's ``response_length`` caps everything after the first prompt, env tokens
-  included; the reference caps each turn (``max_new_tokens``).
+Differences from the reference trainer that change curves (advantages, loss aggregation,
+KL, clipping, budgets) are listed in one place: docs/trainers.md, section "verl".
 """
 
 from __future__ import annotations
