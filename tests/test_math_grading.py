@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from xpgym.envs.math.boxed import last_boxed
+from xpgym.envs.common.answers import last_boxed
 from xpgym.envs.math.grading import GradeResult, MathGrader, default_grader
 
 pytest.importorskip("math_verify", reason="grading needs math-verify (xpgym[envs])")

@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 import pytest
 
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import override_preset, resolve_presets
 
 
 class Size(NamedTuple):

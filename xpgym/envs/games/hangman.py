@@ -55,7 +55,7 @@ from collections.abc import Iterable
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import override_preset, resolve_presets
 from xpgym.envs.games.wordle import checked_words
 
 __all__ = [

@@ -57,7 +57,7 @@ from collections import deque
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",

@@ -62,7 +62,7 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",

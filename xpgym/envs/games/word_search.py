@@ -68,8 +68,8 @@ from typing import Any, ClassVar, NamedTuple
 import numpy as np
 
 from xpgym.core.env import Env
+from xpgym.envs.common.presets import resolve_presets
 from xpgym.envs.games.letter_grid import render_letter_grid
-from xpgym.envs.games.presets import resolve_presets
 from xpgym.envs.games.wordle import checked_words, parse_word
 
 __all__ = [

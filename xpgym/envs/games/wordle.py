@@ -61,7 +61,7 @@ from importlib import resources
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import override_preset, resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",

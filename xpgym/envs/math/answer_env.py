@@ -8,7 +8,7 @@ Episode rules:
   `np_random`) and shows its question, followed by a blank line and the `instruction`
   (default: reason step by step and put the final answer in ``\boxed{}``; ``""`` for none).
 * Every `step()` is one attempt. The answer is the content of the last closed
-  ``\boxed{...}`` (rule in `xpgym.envs.math.boxed`), checked by the subclass's `_check`
+  ``\boxed{...}`` (rule in `xpgym.envs.common.answers`), checked by the subclass's `_check`
   (math-verify against the gold answers for the math envs, see
   `xpgym.envs.math.grading`).
 * A correct answer terminates the episode. Otherwise, with attempts left (``max_turns > 1``)

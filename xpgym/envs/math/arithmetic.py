@@ -34,7 +34,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.common.presets import resolve_presets
 from xpgym.envs.math.answer_env import BoxedAnswerEnv, Problem
 
 __all__ = ["DIFFICULTIES", "ArithmeticEnv", "Expression", "Settings", "random_expression"]

@@ -22,7 +22,7 @@ feedback). What this module adds is where the questions come from:
   text: GSM8K's solutions end with ``#### 42``, so ``answer_regex=r"####\s*(.+?)\s*$"``.
 
 Loading (where the data comes from, the split and column checks, the errors) is
-`xpgym.envs.datasets.load_split`'s; its errors name the env id, the dataset source and what
+`xpgym.envs.common.datasets.load_split`'s; its errors name the env id, the dataset source and what
 exists (the splits, the columns). This module adds a `ValueError` for a missing gold answer
 or one that `answer_regex` does not match, naming the row.
 """
@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from xpgym.envs.datasets import (
+from xpgym.envs.common.datasets import (
     DataFiles,
     DatasetLoadError,
     describe_source,
@@ -95,7 +95,7 @@ def load_questions(
     answer_regex: str | None = None,
     owner: str | None = None,
 ) -> QuestionSet:
-    """Read questions and gold answers with `xpgym.envs.datasets.load_records`.
+    """Read questions and gold answers with `xpgym.envs.common.datasets.load_records`.
 
     The result is cached in this process per arguments (the last `_CACHE_SIZE` sources; not
     per `owner`, which only names the env in errors), so many envs over one dataset load
@@ -113,7 +113,7 @@ def load_questions(
         owner: The env's id or class name, put in front of error messages.
 
     Raises:
-        The errors of `xpgym.envs.datasets.load_split` (`ImportError`, `FileNotFoundError`,
+        The errors of `xpgym.envs.common.datasets.load_split` (`ImportError`, `FileNotFoundError`,
         `DatasetLoadError`, `ValueError` and its subclass `DatasetSchemaError`), and
         `ValueError` for a gold answer that is missing or does not match `answer_regex`.
     """

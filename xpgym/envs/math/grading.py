@@ -1,7 +1,7 @@
 r"""Grade a model's final answer against gold answers with math-verify, under a wall-clock limit.
 
 `grade_answer(action, golds)` takes the content of the last ``\boxed{...}`` of `action` (the
-rule is in `xpgym.envs.math.boxed`) and asks math-verify whether it equals one of `golds`
+rule is in `xpgym.envs.common.answers`) and asks math-verify whether it equals one of `golds`
 (see `xpgym.envs.math.grading_worker.equivalent` for what counts as equal: ``0.5``,
 ``\frac{1}{2}``, ``1/2`` and ``\dfrac12`` are all one answer). It returns a `GradeResult`
 whose `status` says how the grading went:
@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xpgym.envs.math.boxed import last_boxed
+from xpgym.envs.common.answers import last_boxed
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",

@@ -18,7 +18,7 @@ Episode rules:
   a one-element list holding a PNG data URL (see `xpgym.envs.vision.images`; decode with
   `decode_images(info)`).
 * The answer is the integer in the last closed ``\boxed{}`` (rule in
-  `xpgym.envs.math.boxed`): optional spaces and sign, ASCII digits (``\boxed{3}``). It is
+  `xpgym.envs.common.answers`): optional spaces and sign, ASCII digits (``\boxed{3}``). It is
   compared exactly with the count; no grader process is involved.
 
 Everything else (attempts, rewards, termination, ``info`` keys) is
@@ -44,9 +44,9 @@ import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.optional import import_optional
-from xpgym.envs.games.presets import resolve_presets
+from xpgym.envs.common.answers import last_boxed
+from xpgym.envs.common.presets import resolve_presets
 from xpgym.envs.math.answer_env import BoxedAnswerEnv, Problem
-from xpgym.envs.math.boxed import last_boxed
 from xpgym.envs.math.grading import GradeResult
 from xpgym.envs.vision.images import IMAGE_PLACEHOLDER, encode_image
 

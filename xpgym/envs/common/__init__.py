@@ -1,0 +1,7 @@
+"""What the env families share; no family imports another, they all import from here.
+
+* `answers`: the final answer of a reply (``<answer>`` block, last ``\\boxed{}``).
+* `datasets`: the loader of dataset-backed envs (local files or the hub) and `pick_index`.
+* `presets`: difficulty presets (`resolve_presets`, `override_preset`).
+* `deprecation`: keeps the old import paths of moved names working, with a warning.
+"""
