@@ -1,7 +1,7 @@
 r"""MathDatasetEnv: answer a math question drawn from a dataset; graded by math-verify.
 
 The episode rules, rewards and ``info`` keys are those of
-`xpgym.envs.math.answer_env.BoxedAnswerEnv` (single-turn by default: one reply, reward 1.0 if
+`xpgym.envs.common.answer_env.BoxedAnswerEnv` (single-turn by default: one reply, reward 1.0 if
 its last ``\boxed{}`` equals the gold answer, else 0.0; ``max_turns > 1`` for retries with
 feedback). What this module adds is where the questions come from:
 
@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from xpgym.envs.common.answer_env import Problem
 from xpgym.envs.common.datasets import (
     DataFiles,
     DatasetLoadError,
@@ -43,7 +44,7 @@ from xpgym.envs.common.datasets import (
     load_records,
     pick_index,
 )
-from xpgym.envs.math.answer_env import BoxedAnswerEnv, Problem
+from xpgym.envs.math.answer_env import MathAnswerEnv
 
 __all__ = [
     "DatasetLoadError",
@@ -178,7 +179,7 @@ def _gold_answers(value: Any, pattern: re.Pattern[str] | None, where: str) -> tu
     return tuple(golds)
 
 
-class MathDatasetEnv(BoxedAnswerEnv):
+class MathDatasetEnv(MathAnswerEnv):
     r"""Answer a question drawn from a dataset; see the module docstring.
 
     Args:
@@ -190,10 +191,10 @@ class MathDatasetEnv(BoxedAnswerEnv):
         question_key, answer_key: Columns of the question and the gold answer.
         answer_regex: Extracts the gold answer from the answer column (see the module
             docstring).
-        max_turns, instruction, no_answer_reward, grading_timeout_s: See `BoxedAnswerEnv`.
+        max_turns, instruction, no_answer_reward, grading_timeout_s: See `MathAnswerEnv`.
 
     Raises:
-        ValueError, TypeError: bad `BoxedAnswerEnv` arguments, or an invalid `answer_regex`.
+        ValueError, TypeError: bad `MathAnswerEnv` arguments, or an invalid `answer_regex`.
         Loading errors come from the first `reset()`; see `load_questions`.
     """
 
