@@ -1,4 +1,4 @@
-"""xpgym.envs.datasets: the one loader of the dataset-backed envs (local files by suffix, hub
+"""xpgym.envs.common.datasets: the one loader of the dataset-backed envs (local files by suffix, hub
 ids without a network, splits, columns, errors) and `pick_index`."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from xpgym.envs.datasets import (
+from xpgym.envs.common.datasets import (
     DatasetLoadError,
     DatasetSchemaError,
     check_table,

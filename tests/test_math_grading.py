@@ -10,8 +10,9 @@ import time
 
 import pytest
 
-from xpgym.envs.math.boxed import last_boxed
-from xpgym.envs.math.grading import GradeResult, MathGrader, default_grader
+from xpgym.envs.common.answer_env import GradeResult
+from xpgym.envs.common.answers import last_boxed
+from xpgym.envs.math.grading import MathGrader, default_grader
 
 pytest.importorskip("math_verify", reason="grading needs math-verify (xpgym[envs])")
 

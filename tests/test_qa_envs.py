@@ -15,8 +15,8 @@ pytest.importorskip("datasets", reason="the QA envs load data with Hugging Face 
 import xpgym
 from xpgym.core.checker import check_env
 from xpgym.core.tools.search import default_corpus_path, load_corpus
-from xpgym.envs.answers import last_tagged
-from xpgym.envs.datasets import load_records
+from xpgym.envs.common.answers import last_tagged
+from xpgym.envs.common.datasets import load_records
 from xpgym.envs.qa import MAX_SEARCH_CALLS
 from xpgym.envs.qa.env import FORMAT_ERROR_REWARD, QAEnv, sample_path
 from xpgym.envs.qa.grading import (

@@ -27,7 +27,7 @@ Record formats read by `problem_from_record` (keys configurable, see its argumen
 reference solution that `tests/test_code_env.py` runs against its tests in the sandbox).
 `DatasetProblems` wraps a Hugging Face `datasets.Dataset` (a hub id or a local
 json/jsonl/parquet/csv/arrow file, loaded by `load_dataset_problems` through
-`xpgym.envs.datasets.load_split`) and converts a row only when it is used, so huge test sets
+`xpgym.envs.common.datasets.load_split`) and converts a row only when it is used, so huge test sets
 are not all decoded at start-up.
 """
 
@@ -40,7 +40,7 @@ from functools import cache
 from importlib import resources
 from typing import Any, Protocol
 
-from xpgym.envs.datasets import check_table, describe_source, load_split
+from xpgym.envs.common.datasets import check_table, describe_source, load_split
 
 __all__ = [
     "CallTest",
@@ -283,7 +283,7 @@ def load_dataset_problems(
     owner: str | None = None,
     **keys: str,
 ) -> DatasetProblems:
-    """Load problems with `xpgym.envs.datasets.load_split` from a hub id or a local file.
+    """Load problems with `xpgym.envs.common.datasets.load_split` from a hub id or a local file.
 
     Args:
         path: A local ``.json``/``.jsonl``/``.parquet``/``.csv``/``.arrow`` file (its split

@@ -73,9 +73,8 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from xpgym.core.env import Env
+from xpgym.envs.common.presets import PresetEnv, resolve_presets
 from xpgym.envs.games.letter_grid import render_letter_grid
-from xpgym.envs.games.presets import resolve_presets
 from xpgym.envs.games.wordle import checked_words, parse_word
 
 __all__ = [
@@ -306,7 +305,7 @@ def _turns(n: int) -> str:
     return "1 turn" if n == 1 else f"{n} turns"
 
 
-class CrosswordsEnv(Env[str]):
+class CrosswordsEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
     r"""Solve a generated crossword with anagram clues; answers ``\boxed{3 across: WORD}``.
 
     Args:
@@ -351,8 +350,7 @@ class CrosswordsEnv(Env[str]):
         vocabulary = checked_words(words, "CrosswordsEnv")
         vocabulary = sorted(set(vocabulary))
         letter_sets = Counter("".join(sorted(w)) for w in vocabulary)
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings, tuple[str, ...]]] = []
+        choices: dict[str | None, tuple[Settings, tuple[str, ...]]] = {}
         for name, preset in presets.items():
             given = (size, num_words, min_length, max_length, reveal_first, max_turns)
             s = _validated(preset, given)
@@ -368,16 +366,15 @@ class CrosswordsEnv(Env[str]):
                     f"CrosswordsEnv: {len(candidates)} candidate answers of {s.min_length}.."
                     f"{s.max_length} letters for num_words={s.num_words}"
                 )
-            self._choices.append((name, s, candidates))
-        self._set_episode(0)
+            choices[name] = (s, candidates)
+        super().__init__(difficulty, choices)
         self.rows = self.cols = 0
         self.entries: list[Entry] = []
         self.solved: list[str] = []
         self.turn = 0
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings, self._candidates = self._choices[choice]
+    def _apply_preset(self, preset: tuple[Settings, tuple[str, ...]]) -> None:
+        settings, self._candidates = preset
         (
             self.size,
             self.num_words,
@@ -435,8 +432,6 @@ class CrosswordsEnv(Env[str]):
             "num_words", "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.rows, self.cols, self.entries = generate_crossword(
             self.np_random, self.size, self.num_words, self._candidates
         )
@@ -531,26 +526,22 @@ class CrosswordsEnv(Env[str]):
         pool = [w for w in self._candidates if len(w) == len(entry.answer)]
         return f"\\boxed{{{entry.key}: {pool[int(rng.integers(len(pool)))]}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: grid size, entries, solved keys, turn, this episode's preset and the RNG."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: grid size, entries, solved keys and turn (fresh lists)."""
         return {
-            "choice": self._choice,
             "rows": self.rows,
             "cols": self.cols,
             "entries": [tuple(e) for e in self.entries],
             "solved": list(self.solved),
             "turn": self.turn,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.rows, self.cols = state["rows"], state["cols"]
         self.entries = [Entry(*e) for e in state["entries"]]
         self.solved = list(state["solved"])
         self.turn = state["turn"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(preset: Settings, given: tuple[Any, ...]) -> Settings:

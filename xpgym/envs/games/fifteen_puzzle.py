@@ -52,8 +52,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -107,7 +106,7 @@ def _turns(n: int) -> str:
     return "1 turn" if n == 1 else f"{n} turns"
 
 
-class FifteenPuzzleEnv(Env[str]):
+class FifteenPuzzleEnv(PresetEnv[Settings]):
     r"""Sliding-tile puzzle; one move per turn in ``\boxed{}`` (``up`` moves the blank up).
 
     Args:
@@ -141,20 +140,19 @@ class FifteenPuzzleEnv(Env[str]):
         difficulty: str | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings]] = [
-            (name, _validated(preset, size, scramble_moves, max_turns))
-            for name, preset in presets.items()
-        ]
-        self._set_episode(0)
+        super().__init__(
+            difficulty,
+            {
+                name: _validated(preset, size, scramble_moves, max_turns)
+                for name, preset in presets.items()
+            },
+        )
         self.board = solved_board(self.size)
         self.blank = self.size * self.size - 1
         self.scramble: list[str] = []
         self.turn = 0
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings = self._choices[choice]
+    def _apply_preset(self, settings: Settings) -> None:
         self.size, self.scramble_moves, self.max_turns = settings
         self._solved = solved_board(self.size)
 
@@ -199,8 +197,6 @@ class FifteenPuzzleEnv(Env[str]):
             "scramble_moves", "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.board = list(self._solved)
         self.blank = len(self.board) - 1
         self.scramble = []
@@ -286,24 +282,20 @@ class FifteenPuzzleEnv(Env[str]):
         r"""``\boxed{d}`` with `d` uniform over the four directions (may be illegal)."""
         return f"\\boxed{{{_ORDER[int(self.np_random.integers(4))]}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: board, scramble, turn, this episode's preset and the RNG state."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: board, scramble and turn (fresh lists)."""
         return {
-            "choice": self._choice,
             "board": list(self.board),
             "scramble": list(self.scramble),
             "turn": self.turn,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.board = list(state["board"])
         self.blank = self.board.index(0)
         self.scramble = list(state["scramble"])
         self.turn = state["turn"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(

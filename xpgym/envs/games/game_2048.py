@@ -48,8 +48,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -185,7 +184,7 @@ def _turns(n: int) -> str:
     return "1 turn" if n == 1 else f"{n} turns"
 
 
-class Game2048Env(Env[str]):
+class Game2048Env(PresetEnv[Settings]):
     r"""The sliding-tile game 2048; moves are ``\boxed{up|down|left|right}``.
 
     Args:
@@ -219,18 +218,15 @@ class Game2048Env(Env[str]):
         difficulty: str | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings]] = [
-            (name, _validated(preset, size, target, max_turns)) for name, preset in presets.items()
-        ]
-        self._set_episode(0)
+        super().__init__(
+            difficulty,
+            {name: _validated(preset, size, target, max_turns) for name, preset in presets.items()},
+        )
         self.board = [0] * (self.size * self.size)
         self.score = 0
         self.turn = 0
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings = self._choices[choice]
+    def _apply_preset(self, settings: Settings) -> None:
         self.size, self.target, self.max_turns = settings
 
     def _spawn(self) -> None:
@@ -248,8 +244,6 @@ class Game2048Env(Env[str]):
             "max_turns"}`` for this episode.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.board = [0] * (self.size * self.size)
         self.score = 0
         self.turn = 0
@@ -331,23 +325,19 @@ class Game2048Env(Env[str]):
         r"""``\boxed{d}`` with `d` uniform over `DIRECTIONS`, drawn from `np_random`."""
         return f"\\boxed{{{DIRECTIONS[int(self.np_random.integers(len(DIRECTIONS)))]}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: board, score, turn, preset and RNG state (a fresh dict)."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: board, score and turn (a fresh list)."""
         return {
-            "choice": self._choice,
             "board": list(self.board),
             "score": self.score,
             "turn": self.turn,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.board = list(state["board"])
         self.score = state["score"]
         self.turn = state["turn"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(

@@ -41,8 +41,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",
@@ -108,7 +107,7 @@ def _turns(n: int) -> str:
     return "1 turn" if n == 1 else f"{n} turns"
 
 
-class GuessTheNumberEnv(Env[str]):
+class GuessTheNumberEnv(PresetEnv[Settings]):
     r"""Find a hidden integer from higher/lower feedback; the guess goes in ``\boxed{}``.
 
     Args:
@@ -141,18 +140,17 @@ class GuessTheNumberEnv(Env[str]):
         difficulty: str | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings]] = [
-            (name, _validated(preset, min_number, max_number, max_turns))
-            for name, preset in presets.items()
-        ]
-        self._set_episode(0)
+        super().__init__(
+            difficulty,
+            {
+                name: _validated(preset, min_number, max_number, max_turns)
+                for name, preset in presets.items()
+            },
+        )
         self.target = self.min_number
         self.turn = 0
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings = self._choices[choice]
+    def _apply_preset(self, settings: Settings) -> None:
         self.min_number, self.max_number, self.max_turns = settings
 
     def reset(
@@ -165,8 +163,6 @@ class GuessTheNumberEnv(Env[str]):
             "max_turns"}`` for this episode.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.target = int(self.np_random.integers(self.min_number, self.max_number + 1))
         self.turn = 0
         lo, hi = self.min_number, self.max_number
@@ -227,21 +223,17 @@ class GuessTheNumberEnv(Env[str]):
         r"""``\boxed{k}`` with `k` uniform over this episode's range, drawn from `np_random`."""
         return f"\\boxed{{{int(self.np_random.integers(self.min_number, self.max_number + 1))}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: target, turn, this episode's preset and the RNG state (a fresh dict)."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: target and turn."""
         return {
-            "choice": self._choice,
             "target": self.target,
             "turn": self.turn,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.target = state["target"]
         self.turn = state["turn"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(

@@ -54,8 +54,7 @@ import re
 from collections.abc import Iterable
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 from xpgym.envs.games.wordle import checked_words
 
 __all__ = [
@@ -100,7 +99,7 @@ def _plural(n: int, word: str, plural: str) -> str:
     return f"1 {word}" if n == 1 else f"{n} {plural}"
 
 
-class HangmanEnv(Env[str]):
+class HangmanEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
     r"""Guess a hidden word letter by letter (``\boxed{e}``) or whole (``\boxed{apple}``).
 
     Args:
@@ -137,8 +136,7 @@ class HangmanEnv(Env[str]):
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         vocabulary = checked_words(words, "HangmanEnv")
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings, tuple[str, ...]]] = []
+        choices: dict[str | None, tuple[Settings, tuple[str, ...]]] = {}
         for name, preset in presets.items():
             s = _validated(preset, min_length, max_length, lives, max_turns)
             candidates = tuple(
@@ -146,16 +144,15 @@ class HangmanEnv(Env[str]):
             )
             if not candidates:
                 raise ValueError(f"HangmanEnv: no word of {s.min_length}..{s.max_length} letters")
-            self._choices.append((name, s, candidates))
-        self._set_episode(0)
+            choices[name] = (s, candidates)
+        super().__init__(difficulty, choices)
         self.secret = self.candidates[0]
         self.turn = 0
         self.lives = self.lives_per_game
         self.guessed: list[str] = []
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings, self.candidates = self._choices[choice]
+    def _apply_preset(self, preset: tuple[Settings, tuple[str, ...]]) -> None:
+        settings, self.candidates = preset
         self.min_length, self.max_length, self.lives_per_game, self.max_turns = settings
 
     @property
@@ -182,8 +179,6 @@ class HangmanEnv(Env[str]):
             "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.secret = self.candidates[int(self.np_random.integers(len(self.candidates)))]
         self.turn = 0
         self.lives = self.lives_per_game
@@ -262,25 +257,21 @@ class HangmanEnv(Env[str]):
         r"""``\boxed{c}`` with `c` a uniform letter a-z (may repeat a guess)."""
         return f"\\boxed{{{_ALPHABET[int(self.np_random.integers(26))]}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: secret, turn, lives, guesses, this episode's preset and the RNG state."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: secret, turn, lives and guesses (a fresh list)."""
         return {
-            "choice": self._choice,
             "secret": self.secret,
             "turn": self.turn,
             "lives": self.lives,
             "guessed": list(self.guessed),
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.secret = state["secret"]
         self.turn = state["turn"]
         self.lives = state["lives"]
         self.guessed = list(state["guessed"])
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(

@@ -48,8 +48,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",
@@ -135,7 +134,7 @@ def _code_text(code: tuple[int, ...]) -> str:
     return " ".join(map(str, code))
 
 
-class MastermindEnv(Env[str]):
+class MastermindEnv(PresetEnv[Settings]):
     r"""Guess a hidden code from black/white-peg feedback; the guess goes in ``\boxed{}``.
 
     Args:
@@ -166,19 +165,18 @@ class MastermindEnv(Env[str]):
         difficulty: str | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings]] = [
-            (name, _validated(preset, code_length, num_colors, max_turns))
-            for name, preset in presets.items()
-        ]
-        self._set_episode(0)
+        super().__init__(
+            difficulty,
+            {
+                name: _validated(preset, code_length, num_colors, max_turns)
+                for name, preset in presets.items()
+            },
+        )
         self.secret: tuple[int, ...] = (1,) * self.code_length
         self.turn = 0
         self.history: list[tuple[tuple[int, ...], int, int]] = []
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings = self._choices[choice]
+    def _apply_preset(self, settings: Settings) -> None:
         self.code_length, self.num_colors, self.max_turns = settings
 
     def _example(self) -> str:
@@ -194,8 +192,6 @@ class MastermindEnv(Env[str]):
             "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         draws = self.np_random.integers(1, self.num_colors + 1, size=self.code_length)
         self.secret = tuple(int(x) for x in draws)
         self.turn = 0
@@ -263,23 +259,19 @@ class MastermindEnv(Env[str]):
         code = self.np_random.integers(1, self.num_colors + 1, size=self.code_length)
         return "\\boxed{" + " ".join(str(int(x)) for x in code) + "}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: code, turn, history, this episode's preset and the RNG state."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: code, turn and history (a fresh list)."""
         return {
-            "choice": self._choice,
             "secret": self.secret,
             "turn": self.turn,
             "history": list(self.history),  # entries are immutable tuples
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.secret = tuple(state["secret"])
         self.turn = state["turn"]
         self.history = list(state["history"])
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(

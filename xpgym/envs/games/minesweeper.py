@@ -52,8 +52,7 @@ import re
 from functools import lru_cache
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -135,7 +134,7 @@ def _turns(n: int) -> str:
     return "1 turn" if n == 1 else f"{n} turns"
 
 
-class MinesweeperEnv(Env[str]):
+class MinesweeperEnv(PresetEnv[Settings]):
     r"""Reveal all safe cells; moves ``\boxed{reveal R C}`` / ``\boxed{flag R C}``.
 
     Args:
@@ -168,17 +167,16 @@ class MinesweeperEnv(Env[str]):
         difficulty: str | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings]] = [
-            (name, _validated(preset, rows, cols, mines, max_turns))
-            for name, preset in presets.items()
-        ]
-        self._set_episode(0)
+        super().__init__(
+            difficulty,
+            {
+                name: _validated(preset, rows, cols, mines, max_turns)
+                for name, preset in presets.items()
+            },
+        )
         self._clear()
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings = self._choices[choice]
+    def _apply_preset(self, settings: Settings) -> None:
         self.rows, self.cols, self.mines, self.max_turns = settings
         self._neigh = _neighbours(self.rows, self.cols)
 
@@ -230,8 +228,6 @@ class MinesweeperEnv(Env[str]):
         and info ``{"difficulty", "rows", "cols", "mines", "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self._clear()
         obs = (
             f"Minesweeper: a {self.rows}x{self.cols} grid hides {self.mines} mines. Reveal "
@@ -348,21 +344,18 @@ class MinesweeperEnv(Env[str]):
         col = int(self.np_random.integers(1, self.cols + 1))
         return f"\\boxed{{{verb} {row} {col}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: mines, revealed and flagged cells, turn, preset and RNG state."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: mines, revealed and flagged cells, lost, turn (fresh lists)."""
         return {
-            "choice": self._choice,
             "mine_cells": self.mine_cells,
             "revealed": list(self.revealed),
             "flagged": list(self.flagged),
             "lost": self._lost,
             "turn": self.turn,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self._clear()
         if state["mine_cells"] is not None:
             self._place_mines(tuple(state["mine_cells"]))
@@ -371,7 +364,6 @@ class MinesweeperEnv(Env[str]):
         self._num_revealed = sum(self.revealed)
         self._lost = state["lost"]
         self.turn = state["turn"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(

@@ -56,8 +56,7 @@ import re
 from collections import deque
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -136,7 +135,7 @@ def _shift(cell: Cell, direction: str, times: int = 1) -> Cell:
     return cell[0] + dr * times, cell[1] + dc * times
 
 
-class SokobanEnv(Env[str]):
+class SokobanEnv(PresetEnv[Settings]):
     r"""Push every box onto a goal; each move ``\boxed{up}`` (or down/left/right) in ``\boxed{}``.
 
     Args:
@@ -173,12 +172,10 @@ class SokobanEnv(Env[str]):
         difficulty: str | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        self.difficulty = difficulty
         overrides = (size, num_boxes, num_walls, pull_steps, max_turns, min_moves)
-        self._choices: list[tuple[str | None, Settings]] = [
-            (name, _validated(preset, overrides)) for name, preset in presets.items()
-        ]
-        self._set_episode(0)
+        super().__init__(
+            difficulty, {name: _validated(preset, overrides) for name, preset in presets.items()}
+        )
         self.walls: frozenset[Cell] = frozenset()
         self.goals: frozenset[Cell] = frozenset()
         self.boxes: set[Cell] = set()
@@ -189,9 +186,8 @@ class SokobanEnv(Env[str]):
         self.moves = 0
         self.pushes = 0
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, self.settings = self._choices[choice]
+    def _apply_preset(self, settings: Settings) -> None:
+        self.settings = settings
         self.max_turns = self.settings.max_turns
 
     # ------------------------------------------------------------------ generation
@@ -295,8 +291,6 @@ class SokobanEnv(Env[str]):
             "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self._generate()
         self.turn = 0
         self.moves = 0
@@ -379,10 +373,9 @@ class SokobanEnv(Env[str]):
         names = list(DIRECTIONS)
         return f"\\boxed{{{names[int(self.np_random.integers(len(names)))]}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: the room, counters, this episode's preset and the RNG state (fresh copies)."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: the room, the solutions and the counters (fresh copies)."""
         return {
-            "choice": self._choice,
             "walls": sorted(self.walls),
             "goals": sorted(self.goals),
             "boxes": sorted(self.boxes),
@@ -392,12 +385,10 @@ class SokobanEnv(Env[str]):
             "turn": self.turn,
             "moves": self.moves,
             "pushes": self.pushes,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.walls = frozenset(tuple(cell) for cell in state["walls"])
         self.goals = frozenset(tuple(cell) for cell in state["goals"])
         self.boxes = {tuple(cell) for cell in state["boxes"]}
@@ -407,7 +398,6 @@ class SokobanEnv(Env[str]):
         self.turn = state["turn"]
         self.moves = state["moves"]
         self.pushes = state["pushes"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def solve(

@@ -61,8 +61,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -316,7 +315,7 @@ def _turns(n: int) -> str:
     return "1 turn" if n == 1 else f"{n} turns"
 
 
-class SudokuEnv(Env[str]):
+class SudokuEnv(PresetEnv[Settings]):
     r"""Sudoku on a 4x4 or 9x9 board with a unique solution; moves are ``\boxed{row col value}``.
 
     Args:
@@ -349,19 +348,16 @@ class SudokuEnv(Env[str]):
         difficulty: str | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings]] = [
-            (name, _validated(preset, size, givens, max_turns)) for name, preset in presets.items()
-        ]
-        self._set_episode(0)
+        super().__init__(
+            difficulty,
+            {name: _validated(preset, size, givens, max_turns) for name, preset in presets.items()},
+        )
         self.puzzle = [0] * (self.size * self.size)
         self.solution = list(self.puzzle)
         self.board = list(self.puzzle)
         self.turn = 0
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings = self._choices[choice]
+    def _apply_preset(self, settings: Settings) -> None:
         self.size, self.givens, self.max_turns = settings
 
     def _empty_cells(self) -> int:
@@ -377,8 +373,6 @@ class SudokuEnv(Env[str]):
             "max_turns"}`` for this episode.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.puzzle, self.solution = generate_puzzle(self.np_random, self.size, self.givens)
         self.board = list(self.puzzle)
         self.turn = 0
@@ -477,25 +471,21 @@ class SudokuEnv(Env[str]):
         row, col, value = (int(x) for x in self.np_random.integers(1, self.size + 1, size=3))
         return f"\\boxed{{{row} {col} {value}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: puzzle, solution, board, turn, preset and RNG state (a fresh dict)."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: puzzle, solution, board and turn (fresh lists)."""
         return {
-            "choice": self._choice,
             "puzzle": list(self.puzzle),
             "solution": list(self.solution),
             "board": list(self.board),
             "turn": self.turn,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.puzzle = list(state["puzzle"])
         self.solution = list(state["solution"])
         self.board = list(state["board"])
         self.turn = state["turn"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(

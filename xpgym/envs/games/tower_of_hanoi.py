@@ -45,8 +45,7 @@ from __future__ import annotations
 import re
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "DIFFICULTIES",
@@ -106,7 +105,7 @@ def _turns(n: int) -> str:
     return "1 turn" if n == 1 else f"{n} turns"
 
 
-class TowerOfHanoiEnv(Env[str]):
+class TowerOfHanoiEnv(PresetEnv[Settings]):
     r"""Move the tower from peg A to peg C; each move ``\boxed{A C}`` goes in ``\boxed{}``.
 
     Args:
@@ -134,18 +133,15 @@ class TowerOfHanoiEnv(Env[str]):
         difficulty: str | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings]] = [
-            (name, _validated(preset, num_disks, max_turns)) for name, preset in presets.items()
-        ]
-        self._set_episode(0)
+        super().__init__(
+            difficulty,
+            {name: _validated(preset, num_disks, max_turns) for name, preset in presets.items()},
+        )
         self.pegs: list[list[int]] = [list(range(self.num_disks, 0, -1)), [], []]
         self.turn = 0
         self.moves = 0
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings = self._choices[choice]
+    def _apply_preset(self, settings: Settings) -> None:
         self.num_disks, self.max_turns = settings
 
     def _board(self) -> str:
@@ -163,8 +159,6 @@ class TowerOfHanoiEnv(Env[str]):
             The instructions and board, and info ``{"difficulty", "num_disks", "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.pegs = [list(range(self.num_disks, 0, -1)), [], []]
         self.turn = 0
         self.moves = 0
@@ -238,23 +232,19 @@ class TowerOfHanoiEnv(Env[str]):
         target = (source + 1 + int(self.np_random.integers(2))) % 3
         return f"\\boxed{{{PEGS[source]} {PEGS[target]}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: pegs, counters, this episode's preset and the RNG state (fresh lists)."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: pegs and counters (fresh lists)."""
         return {
-            "choice": self._choice,
             "pegs": [list(peg) for peg in self.pegs],
             "turn": self.turn,
             "moves": self.moves,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.pegs = [list(peg) for peg in state["pegs"]]
         self.turn = state["turn"]
         self.moves = state["moves"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(preset: Settings, num_disks: int | None, max_turns: int | None) -> Settings:

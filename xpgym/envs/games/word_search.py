@@ -67,9 +67,8 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
-from xpgym.core.env import Env
+from xpgym.envs.common.presets import PresetEnv, resolve_presets
 from xpgym.envs.games.letter_grid import render_letter_grid
-from xpgym.envs.games.presets import resolve_presets
 from xpgym.envs.games.wordle import checked_words, parse_word
 
 __all__ = [
@@ -267,7 +266,7 @@ def _where(placement: Placement) -> str:
     return f"row {row + 1}, column {col + 1}, going {direction}"
 
 
-class WordSearchEnv(Env[str]):
+class WordSearchEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
     r"""Find hidden words in a letter grid; claims ``\boxed{WORD ROW COL DIR}``.
 
     Args:
@@ -308,8 +307,7 @@ class WordSearchEnv(Env[str]):
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         vocabulary = checked_words(words, "WordSearchEnv")
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings, tuple[str, ...]]] = []
+        choices: dict[str | None, tuple[Settings, tuple[str, ...]]] = {}
         for name, preset in presets.items():
             s = _validated(preset, size, num_words, directions, max_turns)
             candidates = tuple(sorted({w for w in vocabulary if len(w) <= s.size and w != w[::-1]}))
@@ -318,17 +316,16 @@ class WordSearchEnv(Env[str]):
                     f"WordSearchEnv: {len(candidates)} usable words (at most {s.size} letters, "
                     f"not palindromes) for num_words={s.num_words}"
                 )
-            self._choices.append((name, s, candidates))
-        self._set_episode(0)
+            choices[name] = (s, candidates)
+        super().__init__(difficulty, choices)
         self.grid: list[str] = []
         self.placements: dict[str, Placement] = {}
         self.words: list[str] = []
         self.found: list[str] = []
         self.turn = 0
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings, self._candidates = self._choices[choice]
+    def _apply_preset(self, preset: tuple[Settings, tuple[str, ...]]) -> None:
+        settings, self._candidates = preset
         self.size, self.num_words, self.directions, self.max_turns = settings
 
     def _remaining(self) -> list[str]:
@@ -352,8 +349,6 @@ class WordSearchEnv(Env[str]):
             "num_words", "directions", "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.grid, self.placements = generate_puzzle(
             self.np_random, self.size, self.num_words, self.directions, self._candidates
         )
@@ -447,26 +442,22 @@ class WordSearchEnv(Env[str]):
         direction = tuple(DIRECTIONS)[int(rng.integers(len(DIRECTIONS)))]
         return f"\\boxed{{{word} {row} {col} {direction}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: grid, placements, found words, turn, this episode's preset and the RNG."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: grid, placements, found words and turn (fresh copies)."""
         return {
-            "choice": self._choice,
             "grid": list(self.grid),
             "placements": dict(self.placements),
             "found": list(self.found),
             "turn": self.turn,
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.grid = list(state["grid"])
         self.placements = {w: tuple(p) for w, p in state["placements"].items()}  # type: ignore[misc]
         self.words = sorted(self.placements)
         self.found = list(state["found"])
         self.turn = state["turn"]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(

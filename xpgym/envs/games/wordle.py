@@ -60,8 +60,7 @@ from collections.abc import Iterable
 from importlib import resources
 from typing import Any, ClassVar, NamedTuple
 
-from xpgym.core.env import Env
-from xpgym.envs.games.presets import override_preset, resolve_presets
+from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
     "CORRECT_REWARD",
@@ -159,7 +158,7 @@ def parse_word(action: str) -> str | None:
     return matches[-1].strip().lower() if matches else None
 
 
-class WordleEnv(Env[str]):
+class WordleEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
     r"""Guess a hidden word from ``G``/``Y``/``_`` letter feedback; the guess goes in ``\boxed{}``.
 
     Args:
@@ -194,22 +193,20 @@ class WordleEnv(Env[str]):
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         vocabulary = checked_words(words, "WordleEnv")
-        self.difficulty = difficulty
-        self._choices: list[tuple[str | None, Settings, tuple[str, ...]]] = []
+        choices: dict[str | None, tuple[Settings, tuple[str, ...]]] = {}
         for name, preset in presets.items():
             settings = _validated(preset, word_length, max_turns)
             candidates = tuple(sorted({w for w in vocabulary if len(w) == settings.word_length}))
             if not candidates:
                 raise ValueError(f"WordleEnv: no word of {settings.word_length} letters")
-            self._choices.append((name, settings, candidates))
-        self._set_episode(0)
+            choices[name] = (settings, candidates)
+        super().__init__(difficulty, choices)
         self.secret = self.candidates[0]
         self.turn = 0
         self.guesses: list[tuple[str, str]] = []
 
-    def _set_episode(self, choice: int) -> None:
-        self._choice = choice
-        self.episode_difficulty, settings, self.candidates = self._choices[choice]
+    def _apply_preset(self, preset: tuple[Settings, tuple[str, ...]]) -> None:
+        settings, self.candidates = preset
         self.word_length, self.max_turns = settings
 
     def reset(
@@ -221,8 +218,6 @@ class WordleEnv(Env[str]):
             The instructions, and info ``{"difficulty", "word_length", "max_turns"}``.
         """
         super().reset(seed=seed)
-        if len(self._choices) > 1:
-            self._set_episode(int(self.np_random.integers(len(self._choices))))
         self.secret = self.candidates[int(self.np_random.integers(len(self.candidates)))]
         self.turn = 0
         self.guesses = []
@@ -288,23 +283,19 @@ class WordleEnv(Env[str]):
         r"""``\boxed{w}`` with `w` a uniformly drawn candidate word (may repeat a guess)."""
         return f"\\boxed{{{self.candidates[int(self.np_random.integers(len(self.candidates)))]}}}"
 
-    def get_state(self) -> dict[str, Any]:
-        """Snapshot: secret, turn, guesses, this episode's preset and the RNG state."""
+    def _episode_state(self) -> dict[str, Any]:
+        """For `get_state()`: secret, turn and guesses (a fresh list)."""
         return {
-            "choice": self._choice,
             "secret": self.secret,
             "turn": self.turn,
             "guesses": list(self.guesses),
-            "rng": self.np_random.bit_generator.state,
         }
 
-    def set_state(self, state: dict[str, Any]) -> None:
-        """Restore a `get_state()` snapshot taken from an env with the same arguments."""
-        self._set_episode(state["choice"])
+    def _restore_episode_state(self, state: dict[str, Any]) -> None:
+        """Restore what `_episode_state` took."""
         self.secret = state["secret"]
         self.turn = state["turn"]
         self.guesses = [tuple(pair) for pair in state["guesses"]]  # type: ignore[misc]
-        self.np_random.bit_generator.state = state["rng"]
 
 
 def _validated(preset: Settings, word_length: int | None, max_turns: int | None) -> Settings:

@@ -2,7 +2,7 @@ r"""ArithmeticEnv: evaluate a generated expression or solve a linear equation; n
 
 Every problem is generated from `np_random` at `reset()`, and its answer is computed exactly
 with `fractions.Fraction`. Episode rules, rewards and ``info`` keys are those of
-`xpgym.envs.math.answer_env.BoxedAnswerEnv` (single-turn by default: reward 1.0 if the last
+`xpgym.envs.common.answer_env.BoxedAnswerEnv` (single-turn by default: reward 1.0 if the last
 ``\boxed{}`` equals the answer, else 0.0), graded by math-verify like the dataset envs, so
 ``\boxed{7/2}``, ``\boxed{\frac{7}{2}}`` and ``\boxed{3.5}`` are all correct for 7/2.
 
@@ -34,8 +34,9 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from xpgym.envs.games.presets import resolve_presets
-from xpgym.envs.math.answer_env import BoxedAnswerEnv, Problem
+from xpgym.envs.common.answer_env import Problem
+from xpgym.envs.common.presets import resolve_presets
+from xpgym.envs.math.answer_env import MathAnswerEnv
 
 __all__ = ["DIFFICULTIES", "ArithmeticEnv", "Expression", "Settings", "random_expression"]
 
@@ -117,14 +118,14 @@ def _linear_side(coefficient: int, constant: int) -> str:
     return f"{x_term} {sign} {abs(constant)}"
 
 
-class ArithmeticEnv(BoxedAnswerEnv):
+class ArithmeticEnv(MathAnswerEnv):
     """Generated arithmetic and linear equations with exact answers; see the module docstring.
 
     Args:
         difficulty: `None`, ``"easy"``, ``"hard"`` or ``"random"`` (see `DIFFICULTIES`).
         equation_probability: Chance that a problem is an equation rather than an
             expression; default: the preset's (0.5).
-        max_turns, instruction, no_answer_reward, grading_timeout_s: See `BoxedAnswerEnv`.
+        max_turns, instruction, no_answer_reward, grading_timeout_s: See `MathAnswerEnv`.
 
     Raises:
         ValueError: unknown difficulty, or `equation_probability` outside [0, 1].

@@ -1,7 +1,7 @@
 r"""MathDatasetEnv: answer a math question drawn from a dataset; graded by math-verify.
 
 The episode rules, rewards and ``info`` keys are those of
-`xpgym.envs.math.answer_env.BoxedAnswerEnv` (single-turn by default: one reply, reward 1.0 if
+`xpgym.envs.common.answer_env.BoxedAnswerEnv` (single-turn by default: one reply, reward 1.0 if
 its last ``\boxed{}`` equals the gold answer, else 0.0; ``max_turns > 1`` for retries with
 feedback). What this module adds is where the questions come from:
 
@@ -22,7 +22,7 @@ feedback). What this module adds is where the questions come from:
   text: GSM8K's solutions end with ``#### 42``, so ``answer_regex=r"####\s*(.+?)\s*$"``.
 
 Loading (where the data comes from, the split and column checks, the errors) is
-`xpgym.envs.datasets.load_split`'s; its errors name the env id, the dataset source and what
+`xpgym.envs.common.datasets.load_split`'s; its errors name the env id, the dataset source and what
 exists (the splits, the columns). This module adds a `ValueError` for a missing gold answer
 or one that `answer_regex` does not match, naming the row.
 """
@@ -36,14 +36,15 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from xpgym.envs.datasets import (
+from xpgym.envs.common.answer_env import Problem
+from xpgym.envs.common.datasets import (
     DataFiles,
     DatasetLoadError,
     describe_source,
     load_records,
     pick_index,
 )
-from xpgym.envs.math.answer_env import BoxedAnswerEnv, Problem
+from xpgym.envs.math.answer_env import MathAnswerEnv
 
 __all__ = [
     "DatasetLoadError",
@@ -95,7 +96,7 @@ def load_questions(
     answer_regex: str | None = None,
     owner: str | None = None,
 ) -> QuestionSet:
-    """Read questions and gold answers with `xpgym.envs.datasets.load_records`.
+    """Read questions and gold answers with `xpgym.envs.common.datasets.load_records`.
 
     The result is cached in this process per arguments (the last `_CACHE_SIZE` sources; not
     per `owner`, which only names the env in errors), so many envs over one dataset load
@@ -113,7 +114,7 @@ def load_questions(
         owner: The env's id or class name, put in front of error messages.
 
     Raises:
-        The errors of `xpgym.envs.datasets.load_split` (`ImportError`, `FileNotFoundError`,
+        The errors of `xpgym.envs.common.datasets.load_split` (`ImportError`, `FileNotFoundError`,
         `DatasetLoadError`, `ValueError` and its subclass `DatasetSchemaError`), and
         `ValueError` for a gold answer that is missing or does not match `answer_regex`.
     """
@@ -178,7 +179,7 @@ def _gold_answers(value: Any, pattern: re.Pattern[str] | None, where: str) -> tu
     return tuple(golds)
 
 
-class MathDatasetEnv(BoxedAnswerEnv):
+class MathDatasetEnv(MathAnswerEnv):
     r"""Answer a question drawn from a dataset; see the module docstring.
 
     Args:
@@ -190,10 +191,10 @@ class MathDatasetEnv(BoxedAnswerEnv):
         question_key, answer_key: Columns of the question and the gold answer.
         answer_regex: Extracts the gold answer from the answer column (see the module
             docstring).
-        max_turns, instruction, no_answer_reward, grading_timeout_s: See `BoxedAnswerEnv`.
+        max_turns, instruction, no_answer_reward, grading_timeout_s: See `MathAnswerEnv`.
 
     Raises:
-        ValueError, TypeError: bad `BoxedAnswerEnv` arguments, or an invalid `answer_regex`.
+        ValueError, TypeError: bad `MathAnswerEnv` arguments, or an invalid `answer_regex`.
         Loading errors come from the first `reset()`; see `load_questions`.
     """
 

@@ -1,10 +1,10 @@
 r"""Grade a model's final answer against gold answers with math-verify, under a wall-clock limit.
 
 `grade_answer(action, golds)` takes the content of the last ``\boxed{...}`` of `action` (the
-rule is in `xpgym.envs.math.boxed`) and asks math-verify whether it equals one of `golds`
+rule is in `xpgym.envs.common.answers`) and asks math-verify whether it equals one of `golds`
 (see `xpgym.envs.math.grading_worker.equivalent` for what counts as equal: ``0.5``,
 ``\frac{1}{2}``, ``1/2`` and ``\dfrac12`` are all one answer). It returns a `GradeResult`
-whose `status` says how the grading went:
+(`xpgym.envs.common.answer_env`) whose `status` says how the grading went:
 
 ===============  ============================================================  ===========
 ``status``       meaning                                                       `correct`
@@ -47,15 +47,15 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xpgym.envs.math.boxed import last_boxed
+from xpgym.envs.common.answer_env import GRADE_STATUSES, GradeResult
+from xpgym.envs.common.answers import last_boxed
 
 __all__ = [
     "DEFAULT_TIMEOUT_S",
-    "GRADE_STATUSES",
+    "GRADE_STATUSES",  # defined with GradeResult in xpgym.envs.common.answer_env
     "GradeResult",
     "GradingWorkerError",
     "MathGrader",
@@ -67,27 +67,8 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 5.0
 _GRACE_S = 10.0  # how much later than the limit the worker's own reply may come
-GRADE_STATUSES = ("graded", "no_answer", "timeout", "error")
 _WORKER_MODULE = "xpgym.envs.math.grading_worker"
 _XPGYM_ROOT = str(Path(__file__).resolve().parents[3])  # the directory holding `xpgym/`
-
-
-@dataclass(frozen=True)
-class GradeResult:
-    r"""The outcome of grading one action.
-
-    Attributes:
-        correct: The answer equals a gold answer (always `False` unless `status` is
-            ``"graded"``).
-        status: One of `GRADE_STATUSES`; see the module docstring.
-        answer: The stripped content of the last ``\boxed{}``, or `None` if there is none.
-        detail: Why grading did not finish (``"timeout"``, ``"error"``), else ``""``.
-    """
-
-    correct: bool
-    status: str
-    answer: str | None
-    detail: str = ""
 
 
 class GradingWorkerError(RuntimeError):

@@ -9,7 +9,7 @@ Episode rules:
   (``terminated=True, truncated=False``). Tool turns of a tool variant (e.g. ``-search``)
   are handled by `xpgym.core.wrappers.tools.ToolEnvWrapper` and never reach this env.
 * The answer is the content of the **last complete** ``<answer>...</answer>`` block of the
-  action (`xpgym.envs.answers.last_tagged`); everything else (reasoning, ``<think>``
+  action (`xpgym.envs.common.answers.last_tagged`); everything else (reasoning, ``<think>``
   blocks) is ignored.
 
 Grading (`xpgym.envs.qa.grading`): the answer and every gold answer are normalised the
@@ -51,8 +51,8 @@ from importlib import resources
 from typing import Any, ClassVar
 
 from xpgym.core.env import Env
-from xpgym.envs.answers import last_tagged
-from xpgym.envs.datasets import load_records, pick_index
+from xpgym.envs.common.answers import last_tagged
+from xpgym.envs.common.datasets import load_records, pick_index
 from xpgym.envs.qa.grading import exact_match, gold_answers, token_f1
 
 __all__ = ["FORMAT_ERROR_REWARD", "REWARDS", "QAEnv", "sample_path"]

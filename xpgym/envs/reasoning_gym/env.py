@@ -10,8 +10,8 @@ Episode rules:
 * The episode is **single-turn**: the first `step()` scores the action and terminates
   (``terminated=True, truncated=False``).
 * Answer format: the content of the last complete ``<answer>...</answer>`` block
-  (`xpgym.envs.answers.last_tagged`); without one, the content of the last closed
-  ``\boxed{...}`` (`xpgym.envs.math.boxed.last_boxed`, the math envs' rule). An
+  (`xpgym.envs.common.answers.last_tagged`); without one, the content of the last closed
+  ``\boxed{...}`` (`xpgym.envs.common.answers.last_boxed`, the math envs' rule). An
   ``<answer>`` whose whole content is one ``\boxed{X}`` with no box inside counts as ``X``
   (``<answer>\boxed{5}</answer>`` is ``5``; nested or several boxes stay as written).
 
@@ -47,9 +47,8 @@ from typing import Any, ClassVar
 
 from xpgym.core.env import Env
 from xpgym.core.optional import import_optional
-from xpgym.envs.answers import last_tagged
-from xpgym.envs.datasets import pick_index
-from xpgym.envs.math.boxed import last_boxed
+from xpgym.envs.common.answers import last_boxed, last_tagged
+from xpgym.envs.common.datasets import pick_index
 from xpgym.envs.reasoning_gym.scoring import score_answer
 
 __all__ = ["INVALID_REWARD", "ReasoningGymEnv", "extract_answer"]

@@ -18,11 +18,11 @@ Episode rules:
   a one-element list holding a PNG data URL (see `xpgym.envs.vision.images`; decode with
   `decode_images(info)`).
 * The answer is the integer in the last closed ``\boxed{}`` (rule in
-  `xpgym.envs.math.boxed`): optional spaces and sign, ASCII digits (``\boxed{3}``). It is
+  `xpgym.envs.common.answers`): optional spaces and sign, ASCII digits (``\boxed{3}``). It is
   compared exactly with the count; no grader process is involved.
 
 Everything else (attempts, rewards, termination, ``info`` keys) is
-`xpgym.envs.math.answer_env.BoxedAnswerEnv`'s: single-turn by default, reward 1.0 for the
+`xpgym.envs.common.answer_env.BoxedAnswerEnv`'s: single-turn by default, reward 1.0 for the
 right count, 0.0 for a wrong one (also for a box that does not hold an integer), and
 ``no_answer_reward`` (default 0.0, ``invalid_action=True``) without a box; with
 ``max_turns > 1`` a wrong count gets feedback and another attempt (no new image).
@@ -44,10 +44,9 @@ import re
 from typing import Any, ClassVar, NamedTuple
 
 from xpgym.core.optional import import_optional
-from xpgym.envs.games.presets import resolve_presets
-from xpgym.envs.math.answer_env import BoxedAnswerEnv, Problem
-from xpgym.envs.math.boxed import last_boxed
-from xpgym.envs.math.grading import GradeResult
+from xpgym.envs.common.answer_env import BoxedAnswerEnv, GradeResult, Problem
+from xpgym.envs.common.answers import last_boxed
+from xpgym.envs.common.presets import resolve_presets
 from xpgym.envs.vision.images import IMAGE_PLACEHOLDER, encode_image
 
 __all__ = ["COLORS", "DIFFICULTIES", "KINDS", "CountShapesEnv", "Settings", "draw_shapes"]
