@@ -3,11 +3,11 @@
     python -m parity.curves [--full] [--steps N] [--seeds K] [--out DIR] [--planted]
 
 One env (``game:GuessTheNumber-v0-easy``), one tiny model with the same start weights for
-every run: the CPU demo's tokenizer and model (`xpgym.adapters.tiny_lm`), pretrained once on
+every run: the CPU demo's tokenizer and model (`xpgym.reference.tiny_model`), pretrained once on
 transcripts of random play by the demo's own `pretrain` (``recipes/train_torch.py``; the
 weights are cached in the output directory, so a rerun skips it). Then, from those weights:
 
-* the **band**: the reference trainer (`xpgym.adapters.torch.train`, REINFORCE + ReBN over
+* the **band**: the reference trainer (`xpgym.reference.trainer.train`, REINFORCE + ReBN over
   turns) with sampling seeds ``0 .. K-1``; per step, the mean ``+- k * std`` (sample std
   over the K seeds, half-width at least `CurveConfig.floor`) of the metric;
 * one run per trainer whose advantage code imports here (`parity.trainers`): the same loop
@@ -212,7 +212,7 @@ def _demo() -> ModuleType:
 def _tokenizer_and_model(cfg: CurveConfig) -> tuple[Any, Any]:
     """The demo's tokenizer and freshly initialised model (deterministic in `cfg`)."""
     import xpgym
-    from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
     demo = _demo()
     corpus = env_corpus(xpgym.make(cfg.env), episodes=50, seed=demo.CORPUS_SEED)
@@ -322,7 +322,7 @@ def _train(cfg: CurveConfig, variant: Variant, seed: int, weights: Path) -> list
     import torch
 
     import xpgym
-    from xpgym.adapters.torch import TrainerConfig, train
+    from xpgym.reference.trainer import TrainerConfig, train
 
     estimator = None
     stack = contextlib.ExitStack()
@@ -467,7 +467,7 @@ def run(
             "seconds": round(time.perf_counter() - start, 1),
         },
     }
-    reference = Variant("reference", None, why="xpgym.adapters.torch defaults")
+    reference = Variant("reference", None, why="xpgym.reference.trainer defaults")
     tasks = [(reference, seed) for seed in range(cfg.seeds)]
     tasks += [(variant, 0) for variant in (*variants, *planted)]
     results = _run_jobs(cfg, tasks, weights, jobs)

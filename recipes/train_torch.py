@@ -1,7 +1,7 @@
 r"""Train a tiny language model on a multi-turn xpgym game with the reference trainer (CPU).
 
 The main job of the README. Offline and self-contained: the model and its tokenizer are built
-here from scratch (`xpgym.adapters.tiny_lm`), no weights are downloaded. Two phases:
+here from scratch (`xpgym.reference.tiny_model`), no weights are downloaded. Two phases:
 
 1. Pretraining (~50 s): a randomly initialised model never writes a valid ``\boxed{n}``, so
    every episode earns the same return and RL has no signal at all. The model is first
@@ -43,13 +43,14 @@ import torch
 from tqdm import tqdm
 
 import xpgym
-from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
-from xpgym.adapters.torch import Trainer, TrainerConfig, token_logprobs
 from xpgym.core.cli import parse_dataclass_args
 from xpgym.core.policies import Generation
 from xpgym.core.policies.hf import HFPolicy
 from xpgym.core.rollout import RolloutCollector
 from xpgym.core.trajectory import Episode, episode_rows
+from xpgym.reference.losses import token_logprobs
+from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+from xpgym.reference.trainer import Trainer, TrainerConfig
 
 HELD_OUT_SEED = 2_000_003  # evaluation episodes' seeds derive from this; training never uses it
 CORPUS_SEED = 10_000_000  # episodes whose text builds the tokenizer's vocabulary

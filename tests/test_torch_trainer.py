@@ -1,4 +1,4 @@
-"""Specification of the reference PyTorch trainer, `xpgym.adapters.torch`.
+"""Specification of the reference PyTorch trainer, `xpgym.reference.trainer` and its losses.
 
 The loss pieces against hand-computed values on tiny tensors; the trainer's batch against
 `xpgym.core.advantages` and the token layouts; end to end, a few steps on GuessTheNumber-easy
@@ -18,18 +18,6 @@ torch = pytest.importorskip("torch")
 random_byte_lm = pytest.importorskip("random_byte_lm")
 
 import xpgym  # noqa: E402
-from xpgym.adapters.torch import (  # noqa: E402
-    Trainer,
-    TrainerConfig,
-    aggregate_loss,
-    entropy_from_logits,
-    kl_penalty,
-    logprobs_from_logits,
-    policy_loss,
-    token_logprobs,
-    train,
-    value_loss,
-)
 from xpgym.core.advantages import (  # noqa: E402
     broadcast_to_tokens,
     discounted_returns,
@@ -46,6 +34,16 @@ from xpgym.core.env import Wrapper  # noqa: E402
 from xpgym.core.policies.hf import HFPolicy  # noqa: E402
 from xpgym.core.rollout import RolloutCollector  # noqa: E402
 from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn  # noqa: E402
+from xpgym.reference.losses import (  # noqa: E402
+    aggregate_loss,
+    entropy_from_logits,
+    kl_penalty,
+    logprobs_from_logits,
+    policy_loss,
+    token_logprobs,
+    value_loss,
+)
+from xpgym.reference.trainer import Trainer, TrainerConfig, train  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -530,6 +528,7 @@ def test_importing_xpgym_does_not_import_torch():
     code = (
         "import sys, xpgym, xpgym.core.advantages, xpgym.core.trajectory\n"
         "assert 'torch' not in sys.modules and 'xpgym.adapters.torch' not in sys.modules\n"
+        "assert 'xpgym.reference.trainer' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -601,7 +600,7 @@ def test_training_on_guess_the_number_is_finite_and_deterministic(
 
 
 def test_train_runs_the_collect_and_update_loop(caplog):
-    caplog.set_level("INFO", logger="xpgym.adapters.torch")
+    caplog.set_level("INFO", logger="xpgym.reference.trainer")
     tokenizer = random_byte_lm.tiny_tokenizer()
     model = random_byte_lm.tiny_model(seed=0)
     cfg = config(algorithm="grpo", max_new_tokens=4, max_turns=1, temperature=0.8)
