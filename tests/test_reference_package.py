@@ -1,8 +1,9 @@
 """The reference package's boundaries: old import paths still work and warn, importing the
-package or the model builder does not import torch."""
+package or the model builder does not import torch, and no recipe is imported as a library."""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,37 @@ def test_the_package_and_the_model_builder_import_without_torch() -> None:
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def _recipe_references(path: Path) -> list[str]:
+    """Imports of a ``recipes`` module, and string constants naming the ``recipes`` folder or a
+    file in it (a path to load), in the code of `path`; docstrings and comments do not count."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("recipes")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("recipes"):
+            found.append(str(node.module))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = node.value == "recipes" or node.value.startswith("recipes/")
+            if named and id(node) not in docstrings:
+                found.append(node.value)
+    return found
+
+
+def test_no_library_or_parity_module_loads_a_recipe() -> None:
+    """Recipes are leaves: what they share lives in `xpgym` (e.g. `xpgym.reference`)."""
+    found = {
+        str(path.relative_to(ROOT)): refs
+        for path in sorted([*(ROOT / "xpgym").rglob("*.py"), *(ROOT / "parity").rglob("*.py")])
+        if (refs := _recipe_references(path))
+    }
+    assert found == {}
