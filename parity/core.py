@@ -133,7 +133,7 @@ class Outcome:
 
 
 def reference_turns(algorithm: str, episodes: Sequence[Episode], gamma: float) -> np.ndarray:
-    """``[B, T]`` per-turn advantages of the reference trainer (`xpgym.adapters.torch`
+    """``[B, T]`` per-turn advantages of the reference trainer (`xpgym.reference.trainer`
     with its default options) for `algorithm`: the functions of `xpgym.core.advantages`
     with their defaults; a per-episode advantage is given to every turn."""
     rewards, mask = turn_rewards(episodes)

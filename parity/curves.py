@@ -3,11 +3,11 @@
     python -m parity.curves [--full] [--steps N] [--seeds K] [--out DIR] [--planted]
 
 One env (``game:GuessTheNumber-v0-easy``), one tiny model with the same start weights for
-every run: the CPU demo's tokenizer and model (`xpgym.adapters.tiny_lm`), pretrained once on
-transcripts of random play by the demo's own `pretrain` (``recipes/train_torch.py``; the
+every run: the CPU demo's tokenizer and model (`xpgym.reference.tiny_model`), pretrained once
+on transcripts of random play by the demo's warm start (`xpgym.reference.warm_start`; the
 weights are cached in the output directory, so a rerun skips it). Then, from those weights:
 
-* the **band**: the reference trainer (`xpgym.adapters.torch.train`, REINFORCE + ReBN over
+* the **band**: the reference trainer (`xpgym.reference.trainer.train`, REINFORCE + ReBN over
   turns) with sampling seeds ``0 .. K-1``; per step, the mean ``+- k * std`` (sample std
   over the K seeds, half-width at least `CurveConfig.floor`) of the metric;
 * one run per trainer whose advantage code imports here (`parity.trainers`): the same loop
@@ -33,10 +33,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import hashlib
 import importlib
-import importlib.util
 import json
 import logging
 import sys
@@ -44,7 +42,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -53,7 +50,6 @@ from parity.cases import Case, policy_tokens
 from parity.core import Estimator, TokenValues
 
 __all__ = [
-    "DEMO_PATH",
     "FULL",
     "PLANTED",
     "VARIANTS",
@@ -70,9 +66,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-DEMO_PATH = Path(__file__).resolve().parent.parent / "recipes" / "train_torch.py"
-"""The CPU demo whose model, tokenizer and pretraining the curves start from."""
 
 
 @dataclass(frozen=True)
@@ -196,26 +189,13 @@ PLANTED: tuple[Variant, ...] = (
 # --------------------------------------------------------------------------------------
 
 
-@functools.cache
-def _demo() -> ModuleType:
-    """``recipes/train_torch.py`` as a module (recipes are scripts, not a package)."""
-    name = "_xpgym_demo_train_torch"
-    spec = importlib.util.spec_from_file_location(name, DEMO_PATH)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load the demo {DEMO_PATH}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def _tokenizer_and_model(cfg: CurveConfig) -> tuple[Any, Any]:
     """The demo's tokenizer and freshly initialised model (deterministic in `cfg`)."""
     import xpgym
-    from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.reference.warm_start import CORPUS_SEED
 
-    demo = _demo()
-    corpus = env_corpus(xpgym.make(cfg.env), episodes=50, seed=demo.CORPUS_SEED)
+    corpus = env_corpus(xpgym.make(cfg.env), episodes=50, seed=CORPUS_SEED)
     tokenizer = build_tiny_tokenizer(corpus, max_number=100)
     model = build_tiny_model(
         tokenizer,
@@ -230,7 +210,8 @@ def _tokenizer_and_model(cfg: CurveConfig) -> tuple[Any, Any]:
 def start_weights(cfg: CurveConfig, out_dir: Path) -> tuple[Path, bool]:
     """The pretrained weights every curve starts from, as a state-dict file.
 
-    Pretrains with the demo's `pretrain` once and caches the weights as
+    Pretrains with the demo's warm start (`xpgym.reference.warm_start.pretrain`, a random
+    valid guesser seeded with ``cfg.model_seed``) once and caches the weights as
     ``<out_dir>/start_weights-<key>.pt`` (`CurveConfig.pretrain_key`); later calls with
     the same key reuse the file.
 
@@ -240,23 +221,25 @@ def start_weights(cfg: CurveConfig, out_dir: Path) -> tuple[Path, bool]:
     import torch
 
     import xpgym
+    from xpgym.reference.warm_start import RandomValidGuesser, number_range, pretrain
 
     path = out_dir / f"start_weights-{cfg.pretrain_key()}.pt"
     if path.exists():
         return path, True
     torch.set_num_threads(cfg.threads)
     tokenizer, model = _tokenizer_and_model(cfg)
-    demo = _demo()
-    args = demo.Args(
-        env=cfg.env,
-        seed=cfg.model_seed,
-        pretrain_steps=cfg.pretrain_steps,
-        pretrain_episodes_per_step=cfg.pretrain_episodes,
-        pretrain_lr=cfg.pretrain_lr,
-    )
+    guesser = RandomValidGuesser(tokenizer, *number_range(cfg.env), seed=cfg.model_seed)
     vec = xpgym.make_vec(cfg.env, cfg.num_envs)
     try:
-        losses = demo.pretrain(model, tokenizer, vec, args)
+        losses = pretrain(
+            model,
+            tokenizer,
+            vec,
+            guesser,
+            steps=cfg.pretrain_steps,
+            episodes_per_step=cfg.pretrain_episodes,
+            lr=cfg.pretrain_lr,
+        )
     finally:
         vec.close()
     logger.info("pretrained %d steps: NLL %.3f -> %.3f", len(losses), losses[0], losses[-1])
@@ -322,7 +305,7 @@ def _train(cfg: CurveConfig, variant: Variant, seed: int, weights: Path) -> list
     import torch
 
     import xpgym
-    from xpgym.adapters.torch import TrainerConfig, train
+    from xpgym.reference.trainer import TrainerConfig, train
 
     estimator = None
     stack = contextlib.ExitStack()
@@ -467,7 +450,7 @@ def run(
             "seconds": round(time.perf_counter() - start, 1),
         },
     }
-    reference = Variant("reference", None, why="xpgym.adapters.torch defaults")
+    reference = Variant("reference", None, why="xpgym.reference.trainer defaults")
     tasks = [(reference, seed) for seed in range(cfg.seeds)]
     tasks += [(variant, 0) for variant in (*variants, *planted)]
     results = _run_jobs(cfg, tasks, weights, jobs)

@@ -179,10 +179,10 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
 
     import xpgym
     from xpgym.adapters import rl2
-    from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
     from xpgym.core.advantages import discounted_returns, rebn
     from xpgym.core.episode_runner import policy_generate
     from xpgym.core.policies.hf import HFPolicy
+    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
     config = compose_config(args, out_dir)
     OmegaConf.resolve(config)

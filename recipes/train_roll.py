@@ -171,10 +171,10 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
 
     import xpgym
     from xpgym.adapters.roll import register_gem_envs, step_batch
-    from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
     from xpgym.core.advantages import discounted_returns, rebn, turn_rewards
     from xpgym.core.policies.hf import HFPolicy
     from xpgym.core.rollout import RolloutCollector
+    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
     config_path = write_config(args, out_dir)
     (gem_id,) = register_gem_envs([args.env_id])

@@ -1,16 +1,14 @@
 r"""Train a tiny language model on a multi-turn xpgym game with the reference trainer (CPU).
 
 The main job of the README. Offline and self-contained: the model and its tokenizer are built
-here from scratch (`xpgym.adapters.tiny_lm`), no weights are downloaded. Two phases:
+here from scratch (`xpgym.reference.tiny_model`), no weights are downloaded. Two phases:
 
-1. Pretraining (~50 s): a randomly initialised model never writes a valid ``\boxed{n}``, so
-   every episode earns the same return and RL has no signal at all. The model is first
-   trained as a plain language model on *whole transcripts* (the env's text and the actions)
-   of episodes played by the env's random guesser (`sample_random_action`, which ignores the
-   feedback). It learns the answer format and to read the transcript (to predict "than 7"
-   it must attend to the guess it just made), but sees no strategy: after this phase it is
-   still a random guesser. Imitating the actions alone is not enough; the model then
-   learns an answer that ignores the context and RL could not move it (docs/demo.md).
+1. Pretraining (`xpgym.reference.warm_start`): a randomly initialised model never writes a
+   valid ``\boxed{n}``, so every episode earns the same return and RL has no signal at all.
+   The model is first trained as a plain language model on *whole transcripts* (the env's
+   text and the actions) of episodes played by a random valid guesser, which ignores the
+   feedback. It learns the answer format and to read the transcript, but sees no strategy:
+   after this phase it is still a random guesser.
 2. RL: multi-turn REINFORCE with Return Batch Normalization (ReBN, the GEM paper's baseline)
    on ``game:GuessTheNumber-v0-easy`` until the job (final evaluation included) would
    overrun `time_budget_s` seconds.
@@ -20,7 +18,7 @@ initialisation, after pretraining and after RL (greedy and sampled), next to two
 policies (the random valid guesser that pretraining imitates, and binary search). Besides
 success and return it reports "consistent", the share of guesses from turn 2 on that lie
 inside the interval the feedback so far allows: it measures directly whether the policy uses
-the feedback (a random guesser scores about 0.47 on the easy preset, binary search 1.0).
+the feedback (binary search scores 1.0; a random guesser about half that: docs/demo.md).
 
     python recipes/train_torch.py [--time-budget-s 560] [--threads N] [--out-dir DIR]
 
@@ -43,17 +41,15 @@ import torch
 from tqdm import tqdm
 
 import xpgym
-from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
-from xpgym.adapters.torch import Trainer, TrainerConfig, token_logprobs
 from xpgym.core.cli import parse_dataclass_args
-from xpgym.core.policies import Generation
 from xpgym.core.policies.hf import HFPolicy
 from xpgym.core.rollout import RolloutCollector
-from xpgym.core.trajectory import Episode, episode_rows
+from xpgym.core.trajectory import Episode
+from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+from xpgym.reference.trainer import Trainer, TrainerConfig
+from xpgym.reference.warm_start import CORPUS_SEED, RandomValidGuesser, number_range, pretrain
 
 HELD_OUT_SEED = 2_000_003  # evaluation episodes' seeds derive from this; training never uses it
-CORPUS_SEED = 10_000_000  # episodes whose text builds the tokenizer's vocabulary
-PRETRAIN_SEED = 500_000_000  # pretraining step k plays episodes seeded from this + k
 
 
 @dataclass
@@ -89,52 +85,6 @@ def play(collector: RolloutCollector, episodes: int, seed: int) -> list[Episode]
     return collector.collect(episodes, seed=seed)
 
 
-class RandomValidGuesser:
-    """A `Policy` that answers a uniform random ``\boxed{n}``, tokenized like the model's own."""
-
-    def __init__(self, tokenizer: Any, low: int, high: int, seed: int) -> None:
-        self.tokenizer = tokenizer
-        self.low, self.high = low, high
-        self.rng = np.random.default_rng(seed)
-
-    def generate(self, prompts: list[Any]) -> list[Generation]:
-        out = []
-        for _ in prompts:
-            text = f"\\boxed{{{int(self.rng.integers(self.low, self.high + 1))}}}"
-            ids = self.tokenizer.encode(text, add_special_tokens=False)
-            out.append(Generation(text=text, token_ids=[*ids, self.tokenizer.eos_token_id]))
-        return out
-
-
-def pretrain(model: Any, tokenizer: Any, vec: Any, args: Args) -> list[float]:
-    """Language-model pretraining on transcripts of the random valid guesser.
-
-    Each step plays `pretrain_episodes_per_step` fresh episodes and minimises the mean
-    next-token NLL over **every** token of the episode rows (prompts, env text, template
-    tokens and actions; padding excluded). Transcripts end at the last action: the final
-    observation, which may reveal the target, is never in a row. Returns the loss per step.
-    """
-    guesser = RandomValidGuesser(tokenizer, *number_range(args.env), args.seed)
-    collector = RolloutCollector(vec, guesser)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=args.pretrain_lr)
-    losses = []
-    for step in tqdm(range(args.pretrain_steps), desc="pretraining", unit="step"):
-        episodes = play(collector, args.pretrain_episodes_per_step, PRETRAIN_SEED + step)
-        rows = episode_rows(episodes).pad(pad_token_id=tokenizer.pad_token_id)
-        input_ids = torch.as_tensor(rows.input_ids)
-        attention_mask = torch.as_tensor(rows.attention_mask)
-        mask = attention_mask.float()
-        mask[:, 0] = 0.0  # right padding: column 0 is each row's first token, unpredicted
-        logp = token_logprobs(model, input_ids, attention_mask)
-        loss = -(logp * mask).sum() / mask.sum()  # NLL per predicted token
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        losses.append(float(loss.detach()))
-    return losses
-
-
 def consistent_guesses(
     guesses: list[int | None], feedback: list[str], low: int, high: int
 ) -> tuple[int, int]:
@@ -156,12 +106,6 @@ def consistent_guesses(
         elif "lower than" in answer:
             high = min(high, guess - 1)
     return consistent, counted
-
-
-def number_range(env_id: str) -> tuple[int, int]:
-    """The smallest and largest secret number of a GuessTheNumber env."""
-    _, info = xpgym.make(env_id).reset(seed=0)
-    return info["min_number"], info["max_number"]
 
 
 def summarize(episodes: list[Episode], env_id: str) -> dict[str, float]:
@@ -347,7 +291,19 @@ def main() -> None:
         metrics_file.flush()
 
     log(initial := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "random init"})
-    pretrain_losses = pretrain(model, tokenizer, vec, args)
+    # Warm start: next-token loss on whole transcripts of a random valid guesser.
+    guesser = RandomValidGuesser(tokenizer, *number_range(args.env), seed=args.seed)
+    with tqdm(total=args.pretrain_steps, desc="pretraining", unit="step") as progress:
+        pretrain_losses = pretrain(
+            model,
+            tokenizer,
+            vec,
+            guesser,
+            steps=args.pretrain_steps,
+            episodes_per_step=args.pretrain_episodes_per_step,
+            lr=args.pretrain_lr,
+            on_step=lambda step, loss: progress.update(),
+        )
     eval_start = time.monotonic()
     log(before := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "after pretraining"})
     rl_start, step = time.monotonic(), 0

@@ -191,7 +191,6 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     from verl.workers.rollout.replica import TokenOutput
 
     import xpgym
-    from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
     from xpgym.adapters.verl import XpgymAgentLoop, episode_outputs, to_data_proto
     from xpgym.core.advantages import (
         broadcast_to_tokens,
@@ -207,6 +206,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     )
     from xpgym.core.policies.hf import HFPolicy
     from xpgym.core.trajectory import ChatPromptBuilder
+    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
     config = compose_config(args, out_dir)
     validate_config(config, need_reference_policy(config), need_critic(config))  # verl's checks

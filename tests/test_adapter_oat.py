@@ -37,7 +37,7 @@ from adapter_cases import (  # noqa: E402
     rebn_reference,
 )
 from oat.types import Transition, TransitionData  # noqa: E402
-from tiny_lm import EOS_ID, tiny_tokenizer  # noqa: E402
+from random_byte_lm import EOS_ID, tiny_tokenizer  # noqa: E402
 
 from xpgym.adapters.oat import (  # noqa: E402
     OatEnginePolicy,

@@ -307,7 +307,7 @@ class ScriptedEngine:
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    from tiny_lm import tiny_tokenizer
+    from random_byte_lm import tiny_tokenizer
 
     return tiny_tokenizer()
 

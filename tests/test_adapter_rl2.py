@@ -197,7 +197,7 @@ def test_install_routes_only_xpgym_estimators(monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.fixture
 def tokenizer(monkeypatch: pytest.MonkeyPatch) -> Any:
-    from tiny_lm import tiny_tokenizer
+    from random_byte_lm import tiny_tokenizer
 
     tok = tiny_tokenizer()
     monkeypatch.setitem(rl2._TOKENIZERS, "tiny", tok)

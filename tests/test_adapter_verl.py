@@ -295,7 +295,7 @@ def agent_loop(tokenizer: Any, server: ScriptedServer, *, use_v1: bool = True) -
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
-    from tiny_lm import tiny_tokenizer
+    from random_byte_lm import tiny_tokenizer
 
     return tiny_tokenizer()
 

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("transformers", reason="the runner tests build prompts with a tokenizer")
 
-from tiny_lm import EOS_ID, tiny_tokenizer
+from random_byte_lm import EOS_ID, tiny_tokenizer
 from toy_envs import ToyEnv
 
 from xpgym.core.episode_runner import (

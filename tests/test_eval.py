@@ -348,10 +348,10 @@ def test_model_specs_map_to_backends():
 @pytest.fixture(scope="module")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """The tiny offline model and tokenizer, saved with `save_pretrained` (real loader path)."""
-    tiny_lm = pytest.importorskip("tiny_lm", reason="needs torch and transformers")
+    random_byte_lm = pytest.importorskip("random_byte_lm", reason="needs torch and transformers")
     path = tmp_path_factory.mktemp("tiny-model")
-    tiny_lm.tiny_model(seed=0).save_pretrained(path)
-    tiny_lm.tiny_tokenizer().save_pretrained(path)
+    random_byte_lm.tiny_model(seed=0).save_pretrained(path)
+    random_byte_lm.tiny_tokenizer().save_pretrained(path)
     return path
 
 
@@ -404,12 +404,12 @@ def test_a_server_backed_by_the_tiny_model_plays_its_replies(tmp_path, chat_serv
 
 
 def test_a_vllm_spec_runs_through_the_vllm_policy(tmp_path, monkeypatch):
-    tiny_lm = pytest.importorskip("tiny_lm", reason="needs torch and transformers")
+    random_byte_lm = pytest.importorskip("random_byte_lm", reason="needs torch and transformers")
     engines = []
 
     def engine(model: str) -> FakeLLM:
         engines.append(model)
-        return FakeLLM(tiny_lm.tiny_tokenizer())
+        return FakeLLM(random_byte_lm.tiny_tokenizer())
 
     fake = types.SimpleNamespace(LLM=engine, SamplingParams=FakeSamplingParams)
     monkeypatch.setitem(sys.modules, "vllm", fake)

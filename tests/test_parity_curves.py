@@ -146,7 +146,7 @@ def test_per_token_values_land_on_the_reference_positions(
 ) -> None:
     """The reference's own values, given per token as the parity estimators give them and
     placed by `token_advantages` through `advantage_fn`, are the reference's batch."""
-    from xpgym.adapters.torch import Trainer, TrainerConfig
+    from xpgym.reference.trainer import Trainer, TrainerConfig
 
     tokenizer, model, episodes = trained_setup
     cfg = TrainerConfig(algorithm="rebn", layout=layout, gamma=0.9, num_episodes=6)  # type: ignore[arg-type]
@@ -167,7 +167,7 @@ def test_per_token_values_land_on_the_reference_positions(
 
 
 def test_misplaced_values_and_wrong_shapes_raise(trained_setup: tuple[Any, Any, list[Any]]) -> None:
-    from xpgym.adapters.torch import Trainer, TrainerConfig
+    from xpgym.reference.trainer import Trainer, TrainerConfig
 
     tokenizer, model, episodes = trained_setup
     cfg = TrainerConfig(algorithm="rebn", num_episodes=6)

@@ -18,7 +18,6 @@ import pytest
 from fake_servers import ChatServer, FakeLLM, FakeSamplingParams, Reply, completion
 
 import xpgym
-from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
 from xpgym.core.policies import (
     ConcurrentPolicy,
     ContextLengthError,
@@ -32,12 +31,13 @@ from xpgym.core.policies.openai import OpenAIPolicy
 from xpgym.core.policies.vllm import VLLMPolicy
 from xpgym.core.rollout import collect_episodes
 from xpgym.core.trajectory import episode_rows
+from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
 try:  # the HTTP tests run without torch; the tests that use a tokenizer or model skip
-    import tiny_lm
+    import random_byte_lm
     import torch
 except ImportError:  # pragma: no cover - depends on the environment
-    tiny_lm = torch = None
+    random_byte_lm = torch = None
 
 MESSAGES = [{"role": "user", "content": "Guess a number."}]
 
@@ -84,14 +84,14 @@ def test_importing_policies_and_rollout_does_not_import_torch():
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    if tiny_lm is None:
+    if random_byte_lm is None:
         pytest.skip("needs torch and transformers")
-    return tiny_lm.tiny_tokenizer()
+    return random_byte_lm.tiny_tokenizer()
 
 
 @pytest.fixture(scope="module")
 def model(tokenizer):
-    return tiny_lm.tiny_model(seed=0)
+    return random_byte_lm.tiny_model(seed=0)
 
 
 def hf(model, tokenizer, **kwargs: Any) -> HFPolicy:
@@ -481,7 +481,7 @@ def test_vllm_policy_maps_requests_and_outputs(monkeypatch, tokenizer):
     assert first == Generation(
         text="ab",
         finish_reason="stop",
-        token_ids=[97, 98, tiny_lm.EOS_ID],
+        token_ids=[97, 98, random_byte_lm.EOS_ID],
         logprobs=[-0.25, -0.5, -0.75],
         prompt_ids=[97, 98],
     )

@@ -304,12 +304,12 @@ def test_num_episodes_must_be_a_multiple_of_group_size(make_vec):
 
 @pytest.fixture(scope="module")
 def lm():
-    tiny_lm = pytest.importorskip("tiny_lm", reason="needs torch and transformers")
+    random_byte_lm = pytest.importorskip("random_byte_lm", reason="needs torch and transformers")
     from xpgym.core.policies.hf import HFPolicy
 
     def build(**kwargs: Any) -> HFPolicy:
         settings = {"max_new_tokens": 8, "seed": 0, **kwargs}
-        return HFPolicy(tiny_lm.tiny_model(0), tiny_lm.tiny_tokenizer(), **settings)
+        return HFPolicy(random_byte_lm.tiny_model(0), random_byte_lm.tiny_tokenizer(), **settings)
 
     return build
 

@@ -1,8 +1,8 @@
-"""Specification of the reference PyTorch trainer, `xpgym.adapters.torch`.
+"""Specification of the reference PyTorch trainer, `xpgym.reference.trainer` and its losses.
 
 The loss pieces against hand-computed values on tiny tensors; the trainer's batch against
 `xpgym.core.advantages` and the token layouts; end to end, a few steps on GuessTheNumber-easy
-with the tiny LM of tests/tiny_lm.py through `RolloutCollector` + `HFPolicy`.
+with the tiny LM of tests/random_byte_lm.py through `RolloutCollector` + `HFPolicy`.
 """
 
 from __future__ import annotations
@@ -15,21 +15,9 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-tiny_lm = pytest.importorskip("tiny_lm")
+random_byte_lm = pytest.importorskip("random_byte_lm")
 
 import xpgym  # noqa: E402
-from xpgym.adapters.torch import (  # noqa: E402
-    Trainer,
-    TrainerConfig,
-    aggregate_loss,
-    entropy_from_logits,
-    kl_penalty,
-    logprobs_from_logits,
-    policy_loss,
-    token_logprobs,
-    train,
-    value_loss,
-)
 from xpgym.core.advantages import (  # noqa: E402
     broadcast_to_tokens,
     discounted_returns,
@@ -46,6 +34,16 @@ from xpgym.core.env import Wrapper  # noqa: E402
 from xpgym.core.policies.hf import HFPolicy  # noqa: E402
 from xpgym.core.rollout import RolloutCollector  # noqa: E402
 from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn  # noqa: E402
+from xpgym.reference.losses import (  # noqa: E402
+    aggregate_loss,
+    entropy_from_logits,
+    kl_penalty,
+    logprobs_from_logits,
+    policy_loss,
+    token_logprobs,
+    value_loss,
+)
+from xpgym.reference.trainer import Trainer, TrainerConfig, train  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -57,7 +55,7 @@ EASY = "game:GuessTheNumber-v0-easy"
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    return tiny_lm.tiny_tokenizer()
+    return random_byte_lm.tiny_tokenizer()
 
 
 def make_episode(
@@ -70,7 +68,7 @@ def make_episode(
     turns = []
     for t, reward in enumerate(rewards):
         length = int(rng.integers(2, 6))
-        response = [int(x) for x in rng.integers(97, 123, size=length)] + [tiny_lm.EOS_ID]
+        response = [int(x) for x in rng.integers(97, 123, size=length)] + [random_byte_lm.EOS_ID]
         last = t == len(rewards) - 1
         turns.append(
             Turn(
@@ -299,7 +297,7 @@ def test_value_loss_is_half_the_worse_of_the_clipped_and_unclipped_squared_error
 
 
 def test_token_logprobs_equal_a_manual_gather_from_a_forward_pass():
-    model = tiny_lm.tiny_model(seed=0)
+    model = random_byte_lm.tiny_model(seed=0)
     ids = torch.tensor([[257, 10, 20, 30, 40], [257, 50, 60, 256, 256]])
     attention = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
     with torch.no_grad():
@@ -313,7 +311,7 @@ def test_token_logprobs_equal_a_manual_gather_from_a_forward_pass():
 
 
 def test_right_padding_does_not_change_a_rows_log_probs():
-    model = tiny_lm.tiny_model(seed=0)
+    model = random_byte_lm.tiny_model(seed=0)
     alone = torch.tensor([[257, 50, 60]])
     padded = torch.tensor([[257, 50, 60, 256, 256], [257, 1, 2, 3, 4]])
     with torch.no_grad():
@@ -347,7 +345,7 @@ def core_advantages(algorithm: str, eps: list[Episode], cfg: TrainerConfig) -> n
 @pytest.mark.parametrize("algorithm", ["reinforce", "rebn", "grpo", "dr_grpo", "rloo"])
 def test_advantages_are_those_of_the_core_reference(episodes, algorithm, layout):
     cfg = config(algorithm=algorithm, layout=layout, gamma=0.9)
-    batch = Trainer(tiny_lm.tiny_model(seed=0), cfg).make_batch(episodes)
+    batch = Trainer(random_byte_lm.tiny_model(seed=0), cfg).make_batch(episodes)
     want = core_advantages(algorithm, episodes, cfg)
     np.testing.assert_array_equal(batch.turn_advantages, want)
     tokens = broadcast_to_tokens(want[batch.rows.episode_index], batch.rows.turn_index)
@@ -357,7 +355,7 @@ def test_advantages_are_those_of_the_core_reference(episodes, algorithm, layout)
 
 def test_advantage_kwargs_reach_the_estimator(episodes):
     cfg = config(algorithm="grpo", advantage_kwargs={"std": "population", "eps": 0.0})
-    batch = Trainer(tiny_lm.tiny_model(seed=0), cfg).make_batch(episodes)
+    batch = Trainer(random_byte_lm.tiny_model(seed=0), cfg).make_batch(episodes)
     r, m = turn_rewards(episodes)
     want = grpo(episode_scores(r, m), ["a", "a", "b", "b"], std="population", eps=0.0)
     np.testing.assert_array_equal(batch.turn_advantages[:, 0], want)
@@ -365,7 +363,7 @@ def test_advantage_kwargs_reach_the_estimator(episodes):
 
 def ppo_trainer(cfg: TrainerConfig) -> Trainer:
     """A PPO trainer whose value head is not zero, so GAE sees real values."""
-    trainer = Trainer(tiny_lm.tiny_model(seed=0), cfg)
+    trainer = Trainer(random_byte_lm.tiny_model(seed=0), cfg)
     generator = torch.Generator().manual_seed(0)
     with torch.no_grad():
         weight = trainer.value_head.weight
@@ -439,7 +437,7 @@ def test_both_layouts_score_the_same_tokens_in_the_same_context(episodes):
 
 
 def test_loss_mask_is_exactly_the_policy_tokens(episodes):
-    batch = Trainer(tiny_lm.tiny_model(seed=0), config()).make_batch(episodes)
+    batch = Trainer(random_byte_lm.tiny_model(seed=0), config()).make_batch(episodes)
     rows = batch.rows
     assert torch.equal(batch.loss_mask, torch.as_tensor(rows.turn_index >= 0))
     assert int(batch.loss_mask.sum()) == sum(len(t.response_ids) for e in episodes for t in e.turns)
@@ -451,7 +449,7 @@ def test_loss_mask_is_exactly_the_policy_tokens(episodes):
 @pytest.mark.parametrize("algorithm", ["rebn", "ppo"])
 def test_only_policy_tokens_get_gradient(episodes, algorithm):
     cfg = config(algorithm=algorithm, kl_coef=0.1, ent_coef=0.01)
-    trainer = Trainer(tiny_lm.tiny_model(seed=0), cfg) if algorithm == "rebn" else None
+    trainer = Trainer(random_byte_lm.tiny_model(seed=0), cfg) if algorithm == "rebn" else None
     trainer = trainer or ppo_trainer(cfg)
     captured = []
 
@@ -479,7 +477,7 @@ def test_episodes_without_policy_tokens_are_dropped(tokenizer, episodes, caplog)
         group_id="c",
         turns=[Turn("x" * 50, "", 0.0, truncated=True, prompt_ids=[1], response_ids=[])],
     )
-    trainer = Trainer(tiny_lm.tiny_model(seed=0), config(algorithm="rebn"))
+    trainer = Trainer(random_byte_lm.tiny_model(seed=0), config(algorithm="rebn"))
     batch = trainer.make_batch([*episodes, skipped])
     assert len(batch.episodes) == len(episodes)
     assert "dropped 1 of 5 episodes" in caplog.text
@@ -495,7 +493,7 @@ def test_rollout_old_logprobs_need_sampler_logprobs(episodes):
         )
         for e in episodes
     ]
-    trainer = Trainer(tiny_lm.tiny_model(seed=0), config(old_logprobs="rollout"))
+    trainer = Trainer(random_byte_lm.tiny_model(seed=0), config(old_logprobs="rollout"))
     with pytest.raises(ValueError, match="response_logprobs"):
         trainer.make_batch(bare)
 
@@ -530,6 +528,7 @@ def test_importing_xpgym_does_not_import_torch():
     code = (
         "import sys, xpgym, xpgym.core.advantages, xpgym.core.trajectory\n"
         "assert 'torch' not in sys.modules and 'xpgym.adapters.torch' not in sys.modules\n"
+        "assert 'xpgym.reference.trainer' not in sys.modules\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
 
@@ -539,8 +538,8 @@ def test_importing_xpgym_does_not_import_torch():
 
 def run(algorithm: str, *, steps: int, group_size: int = 1, **overrides):
     """`steps` training steps on GuessTheNumber-easy; returns (weights, metrics, batches)."""
-    tokenizer = tiny_lm.tiny_tokenizer()
-    model = tiny_lm.tiny_model(seed=0)
+    tokenizer = random_byte_lm.tiny_tokenizer()
+    model = random_byte_lm.tiny_model(seed=0)
     cfg = config(
         algorithm=algorithm,
         group_size=group_size,
@@ -578,7 +577,7 @@ def test_training_on_guess_the_number_is_finite_and_deterministic(
 ):
     first, history, batches = run(algorithm, steps=steps, group_size=group_size, **overrides)
     second, again, _ = run(algorithm, steps=steps, group_size=group_size, **overrides)
-    initial = tiny_lm.tiny_model(seed=0).state_dict()
+    initial = random_byte_lm.tiny_model(seed=0).state_dict()
 
     assert history == again
     assert first.keys() == second.keys()
@@ -601,9 +600,9 @@ def test_training_on_guess_the_number_is_finite_and_deterministic(
 
 
 def test_train_runs_the_collect_and_update_loop(caplog):
-    caplog.set_level("INFO", logger="xpgym.adapters.torch")
-    tokenizer = tiny_lm.tiny_tokenizer()
-    model = tiny_lm.tiny_model(seed=0)
+    caplog.set_level("INFO", logger="xpgym.reference.trainer")
+    tokenizer = random_byte_lm.tiny_tokenizer()
+    model = random_byte_lm.tiny_model(seed=0)
     cfg = config(algorithm="grpo", max_new_tokens=4, max_turns=1, temperature=0.8)
     with xpgym.make_vec(EASY, 2, wrappers=[ByteSumBonus]) as vec:
         history = train(model, tokenizer, vec, cfg, num_steps=2)

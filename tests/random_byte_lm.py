@@ -1,4 +1,4 @@
-"""A tiny causal LM and tokenizer, built offline in about a second, for tests.
+"""A random-weight byte-level causal LM and its tokenizer, built offline, for tests.
 
 `tiny_tokenizer()` is a byte-level tokenizer (every UTF-8 byte is one token, ids 0..255, no
 merges) plus three special tokens, wrapped in `transformers.PreTrainedTokenizerFast` with a
@@ -12,11 +12,12 @@ ChatML chat template (the one Qwen models use):
 `tiny_model(seed)` is a 2-layer `Qwen2ForCausalLM` (hidden size 32) over that vocabulary,
 initialised from `seed` without touching the global torch RNG, in float32 and eval mode. Its
 weights are random, so it writes random bytes; tests use it for shapes, determinism and
-token bookkeeping, never for what it says.
+token bookkeeping, never for what it says. (The model the CPU demo trains is another one:
+`xpgym.reference.tiny_model`, word-level, with a vocabulary taken from an env's text.)
 
 Importing this module imports `transformers` and `torch`, and sets torch to one intra-op
-thread: the model is so small that thread synchronisation costs far more than it saves
-(on a busy 2-core machine a 2-thread matmul of this size is about 500x slower).
+thread: the model is so small that thread synchronisation costs more than it saves, most of
+all on a busy machine (measured in docs/benchmarks.md, "The tests' random byte-level LM").
 """
 
 from __future__ import annotations

@@ -1,0 +1,86 @@
+"""The reference package's boundaries: old import paths still work and warn, importing the
+package or the model builder does not import torch, and no recipe is imported as a library."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.mark.parametrize(
+    ("old", "name", "new"),
+    [
+        ("xpgym.adapters.torch", "Trainer", "xpgym.reference.trainer"),
+        ("xpgym.adapters.torch", "TrainerConfig", "xpgym.reference.trainer"),
+        ("xpgym.adapters.torch", "train", "xpgym.reference.trainer"),
+        ("xpgym.adapters.torch", "aggregate_loss", "xpgym.reference.losses"),
+        ("xpgym.adapters.torch", "token_logprobs", "xpgym.reference.losses"),
+        ("xpgym.adapters.tiny_lm", "build_tiny_tokenizer", "xpgym.reference.tiny_model"),
+        ("xpgym.adapters.tiny_lm", "env_corpus", "xpgym.reference.tiny_model"),
+    ],
+)
+def test_old_paths_give_the_moved_objects_with_a_deprecation_warning(
+    old: str, name: str, new: str
+) -> None:
+    if old.endswith("torch"):
+        pytest.importorskip("torch", reason="the reference trainer imports torch")
+    old_module = __import__(old, fromlist=[name])
+    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} moved to {new}\.{name}"):
+        moved = getattr(old_module, name)
+    assert moved is getattr(__import__(new, fromlist=[name]), name)
+
+
+@pytest.mark.parametrize("old", ["xpgym.adapters.torch", "xpgym.adapters.tiny_lm"])
+def test_old_paths_refuse_names_that_never_existed(old: str) -> None:
+    if old.endswith("torch"):
+        pytest.importorskip("torch", reason="the reference trainer imports torch")
+    with pytest.raises(AttributeError, match="no attribute 'not_a_name'"):
+        _ = __import__(old, fromlist=["x"]).not_a_name
+
+
+def test_the_package_and_the_model_builder_import_without_torch() -> None:
+    code = (
+        "import sys, xpgym.reference, xpgym.reference.tiny_model, xpgym.adapters.tiny_lm\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def _recipe_references(path: Path) -> list[str]:
+    """Imports of a ``recipes`` module, and string constants naming the ``recipes`` folder or a
+    file in it (a path to load), in the code of `path`; docstrings and comments do not count."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+    }
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [alias.name for alias in node.names if alias.name.startswith("recipes")]
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("recipes"):
+            found.append(str(node.module))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = node.value == "recipes" or node.value.startswith("recipes/")
+            if named and id(node) not in docstrings:
+                found.append(node.value)
+    return found
+
+
+def test_no_library_or_parity_module_loads_a_recipe() -> None:
+    """Recipes are leaves: what they share lives in `xpgym` (e.g. `xpgym.reference`)."""
+    found = {
+        str(path.relative_to(ROOT)): refs
+        for path in sorted([*(ROOT / "xpgym").rglob("*.py"), *(ROOT / "parity").rglob("*.py")])
+        if (refs := _recipe_references(path))
+    }
+    assert found == {}
