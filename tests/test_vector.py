@@ -248,6 +248,41 @@ def test_a_sub_env_that_overruns_step_timeout_is_truncated_not_awaited(cls):
         assert rew[0] == 0.0
 
 
+@pytest.mark.parametrize("cls", TIMEOUT_BACKENDS, ids=lambda c: c.__name__)
+def test_same_step_resets_a_sub_env_that_overran_step_timeout_in_that_step(cls):
+    with cls(toy_fns(2), step_timeout=0.5, autoreset_mode="SameStep") as vec:
+        first_obs, _ = vec.reset(seed=0)
+        obs, _, _, trunc, infos = vec.step(["sleep:30", "a"])
+        assert list(trunc) == [True, False]
+        assert obs[0].startswith("start")
+        assert infos[0]["final_obs"] == first_obs[0]
+        assert "TimeoutError" in infos[0]["error"]
+
+
+class FailsSecondReset(ToyEnv):
+    """Its second reset raises: the autoreset after its first episode fails."""
+
+    resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+        if self.resets == 2:
+            raise OSError("dataset gone")
+        return super().reset(seed=seed)
+
+
+def test_same_step_reports_a_failed_reset_and_resets_at_the_next_step(backend):
+    with backend([functools.partial(FailsSecondReset, 1)], autoreset_mode="SameStep") as vec:
+        vec.reset(seed=0)
+        obs, rew, term, trunc, infos = vec.step(["x"])
+        assert obs == ["turn=1 last=x"]  # the ending step's observation: no reset happened
+        assert (rew[0], term[0], trunc[0]) == (0.0, False, True)
+        assert "OSError: dataset gone" in infos[0]["error"]
+        obs, rew, term, trunc, _ = vec.step(["y"])  # the rebuilt sub-env is reset instead
+        assert obs[0].startswith("start")
+        assert (rew[0], term[0], trunc[0]) == (0.0, False, False)
+
+
 def test_sync_backend_rejects_step_timeout():
     with pytest.raises(ValueError, match="cannot time them out"):
         SyncVectorEnv(toy_fns(1), step_timeout=1.0)
