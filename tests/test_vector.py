@@ -311,6 +311,19 @@ def test_process_backend_replaces_a_worker_that_stops_answering():
         assert all(o.startswith("start") for o in obs)
 
 
+def test_same_step_resets_the_sub_envs_of_a_replaced_worker_in_that_step():
+    fns = [UninterruptibleEnv] * 2
+    with ProcessVectorEnv(fns, step_timeout=0.2, num_workers=1, autoreset_mode="SameStep") as vec:
+        vec.reset(seed=0)
+        obs, _, _, trunc, infos = vec.step(["hang", "a"])
+        assert list(trunc) == [True, True]  # both sub-envs lived in the killed worker
+        assert all(o.startswith("start") for o in obs)  # and are reset on the fresh one
+        assert all("died or hung" in info["final_info"]["error"] for info in infos)
+        obs, _, _, trunc, _ = vec.step(["a", "a"])
+        assert obs == ["turn=1 last=a"] * 2  # fresh episodes: the loss is not reported again
+        assert not trunc.any()
+
+
 class BadReset(ToyEnv):
     def reset(self, *, seed=None, options=None):
         raise ValueError("cannot reset")
