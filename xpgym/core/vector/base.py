@@ -22,7 +22,7 @@ xpgym extensions:
 
 * Partial stepping: ``step({i: action, ...})`` steps only those sub-envs; every returned
   list/array has one entry per key, in the mapping's order.
-* Failure isolation: a sub-env whose `step` raises (or, in the async and process backends,
+* Failure isolation: a sub-env whose `step` raises (or, in the thread, process and Ray backends,
   exceeds ``step_timeout`` seconds) does not stop the batch. Its result is
   ``(last observation, 0.0, terminated=False, truncated=True, {"error": "..."})``; the
   broken env is discarded and rebuilt from its factory at its next reset (its RNG then
@@ -200,7 +200,7 @@ class VectorEnv:
         env_fns: One zero-argument factory per sub-env (``"process"`` needs them picklable).
         autoreset_mode: `AutoresetMode` or its string name/value. Default ``NEXT_STEP``.
         step_timeout: Seconds a sub-env's step may take before it is truncated with
-            ``info["error"]`` (async and process backends only).
+            ``info["error"]`` (thread, process and Ray backends).
 
     Attributes:
         num_envs: Number of sub-envs.
@@ -225,7 +225,7 @@ class VectorEnv:
             if not self.supports_step_timeout:
                 raise ValueError(
                     f"{type(self).__name__} steps sub-envs in the calling thread and cannot "
-                    "time them out; use vectorization_mode='async' or 'process'"
+                    "time them out; use vectorization_mode='thread' or 'process'"
                 )
             if step_timeout <= 0:
                 raise ValueError(f"step_timeout must be positive seconds, got {step_timeout!r}")

@@ -133,7 +133,7 @@ class ProcessVectorEnv(HostedVectorEnv):
                 raise TypeError(
                     f"env factory {i} ({fn!r:.80}) cannot be pickled for a worker process: "
                     f"{exc}. Use module-level functions or functools.partial, or "
-                    "vectorization_mode='async'"
+                    "vectorization_mode='thread'"
                 ) from exc
         self._ctx = mp.get_context(context)
         self._worker_of = [0] * self.num_envs

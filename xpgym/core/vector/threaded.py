@@ -1,4 +1,8 @@
-"""`AsyncVectorEnv`: sub-envs run on a pool of threads, for I/O-bound envs.
+"""`ThreadVectorEnv`: sub-envs run on a pool of threads, for I/O-bound envs.
+
+Called `AsyncVectorEnv` before (still importable from `xpgym.core.vector` under that name,
+with a `DeprecationWarning`); in Gymnasium, `AsyncVectorEnv` runs sub-envs in subprocesses,
+which is `ProcessVectorEnv` here.
 
 Threads help when a step waits (an HTTP call, a sandboxed subprocess, a sleep) and the
 GIL is released. For pure-Python envs threads cannot run in parallel, and handing every
@@ -36,7 +40,7 @@ from xpgym.core.vector.base import (
     error_info,
 )
 
-__all__ = ["AsyncVectorEnv"]
+__all__ = ["ThreadVectorEnv"]
 
 logger = logging.getLogger(__name__)
 
@@ -270,7 +274,7 @@ class _WorkSharingPool:
             logger.warning("threads still running a stuck sub-env after close: %s", stuck)
 
 
-class AsyncVectorEnv(VectorEnv):
+class ThreadVectorEnv(VectorEnv):
     """Runs sub-envs on threads: for envs whose steps wait on I/O or subprocesses.
 
     Args:
