@@ -66,8 +66,8 @@ _LAZY = {
     "ProcessVectorEnv": "xpgym.core.vector",
     "MultiAgentEnv": "xpgym.core.multiagent",
     "AgentSelector": "xpgym.core.multiagent",
-    "check_env": "xpgym.core.checker",
-    "check_multiagent_env": "xpgym.core.checker",
+    "check_env": "xpgym.core.checks",
+    "check_multiagent_env": "xpgym.core.checks",
 }
 
 
