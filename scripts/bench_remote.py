@@ -189,7 +189,7 @@ def _run_vector(venv: Any, turns: int) -> float:
 
 def blocking(args: argparse.Namespace) -> list[dict[str, Any]]:
     """SkyRL-style blocking env: wall time of `episodes` x `turns` sleeping steps."""
-    from xpgym.core.vector import AsyncVectorEnv, ProcessVectorEnv
+    from xpgym.core.vector import ProcessVectorEnv, ThreadVectorEnv
     from xpgym.remote import RemoteEnv
 
     local_fn = functools.partial(SleepEnv, args.sleep, args.turns)
@@ -218,7 +218,7 @@ def blocking(args: argparse.Namespace) -> list[dict[str, Any]]:
         )
 
     n = args.episodes
-    record("thread", f"AsyncVectorEnv, {n} threads", lambda: AsyncVectorEnv([local_fn] * n))
+    record("thread", f"ThreadVectorEnv, {n} threads", lambda: ThreadVectorEnv([local_fn] * n))
     record(
         "process",
         f"ProcessVectorEnv, {args.workers} workers",
@@ -226,7 +226,7 @@ def blocking(args: argparse.Namespace) -> list[dict[str, Any]]:
     )
     server = ServerProcess(n)
     remote_fn = functools.partial(RemoteEnv, server.url, ENV_ID, sleep=args.sleep, turns=args.turns)
-    record("remote", f"AsyncVectorEnv of {n} RemoteEnv", lambda: AsyncVectorEnv([remote_fn] * n))
+    record("remote", f"ThreadVectorEnv of {n} RemoteEnv", lambda: ThreadVectorEnv([remote_fn] * n))
     server.stop()
     try:
         from xpgym.core.vector.ray_backend import RayVectorEnv

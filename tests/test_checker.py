@@ -5,9 +5,11 @@ Each `Broken*` env breaks exactly one rule of the `Env` contract.
 
 from __future__ import annotations
 
+import importlib
 import random
 import re
 import threading
+import warnings
 from typing import Any, ClassVar
 
 import numpy as np
@@ -16,7 +18,7 @@ from toy_envs import ToyEnv
 from toy_multiagent import CountGame
 
 import xpgym
-from xpgym.core.checker import CheckError, check_env, check_multiagent_env
+from xpgym.core.checks import CheckError, MultiAgentCheckError, check_env, check_multiagent_env
 from xpgym.core.env import Env, Wrapper
 from xpgym.core.multiagent import MultiAgentEnv
 
@@ -120,6 +122,33 @@ def test_non_positive_budgets_are_rejected(kwargs):
 
 def test_check_error_is_an_assertion_error():
     assert issubclass(CheckError, AssertionError)
+
+
+def test_a_multiagent_check_error_is_a_check_error():
+    assert issubclass(MultiAgentCheckError, CheckError)
+
+
+@pytest.mark.parametrize(
+    ("old_module", "name", "new"),
+    [
+        ("xpgym.core.checker", "check_env", check_env),
+        ("xpgym.core.checker", "check_multiagent_env", check_multiagent_env),
+        ("xpgym.core.checker", "CheckError", CheckError),
+        ("xpgym.core.multiagent_checker", "check_multiagent_env", check_multiagent_env),
+        ("xpgym.core.multiagent_checker", "MultiAgentCheckError", MultiAgentCheckError),
+    ],
+)
+def test_the_old_checker_modules_still_export_their_names_with_a_warning(old_module, name, new):
+    module = importlib.import_module(old_module)
+    with pytest.warns(DeprecationWarning, match=r"import it from xpgym\.core\.checks"):
+        assert getattr(module, name) is new
+
+
+def test_xpgym_exports_the_checkers_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert xpgym.check_env is check_env
+        assert xpgym.check_multiagent_env is check_multiagent_env
 
 
 def test_env_that_cannot_be_copied_warns_and_is_still_checked():

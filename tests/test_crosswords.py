@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xpgym.core.checker import check_env
+from xpgym.core.checks import check_env
 from xpgym.envs.games.crosswords import (
     DIFFICULTIES,
     INVALID_REWARD,

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpgym
-from xpgym.core.checker import check_env, check_multiagent_env
+from xpgym.core.checks import check_env, check_multiagent_env
 from xpgym.envs.multiagent.customer_service import (
     STOP_TOKEN,
     CustomerServiceAssistantEnv,

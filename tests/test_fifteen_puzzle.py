@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xpgym.core.checker import check_env
+from xpgym.core.checks import check_env
 from xpgym.envs.games.fifteen_puzzle import (
     DIFFICULTIES,
     INVALID_REWARD,

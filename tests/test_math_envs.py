@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpgym
-from xpgym.core.checker import check_env
+from xpgym.core.checks import check_env
 from xpgym.envs.math import dataset as dataset_module
 from xpgym.envs.math.arithmetic import DIFFICULTIES, ArithmeticEnv
 from xpgym.envs.math.dataset import DatasetLoadError, MathDatasetEnv, load_questions, sample_path

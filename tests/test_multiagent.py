@@ -18,9 +18,9 @@ from toy_multiagent import (
     RockPaperScissors,
 )
 
+from xpgym.core.checks import MultiAgentCheckError, check_multiagent_env
 from xpgym.core.env import EpisodeFinishedError, ResetNeededError
 from xpgym.core.multiagent import AgentSelector, MultiAgentEnv
-from xpgym.core.multiagent_checker import MultiAgentCheckError, check_multiagent_env
 
 try:
     from pettingzoo.utils import AgentSelector as PettingZooSelector

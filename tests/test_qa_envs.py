@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 pytest.importorskip("datasets", reason="the QA envs load data with Hugging Face datasets")
 
 import xpgym
-from xpgym.core.checker import check_env
+from xpgym.core.checks import check_env
 from xpgym.core.tools.search import default_corpus_path, load_corpus
 from xpgym.envs.common.answers import last_tagged
 from xpgym.envs.common.datasets import load_records

@@ -92,6 +92,10 @@ def test_a_sub_env_that_overruns_step_timeout_is_truncated_not_awaited():
         assert obs[1] == "turn=2 last=b"
 
 
+def test_same_step_reports_a_failed_reset_and_resets_at_the_next_step(backend):
+    spec.test_same_step_reports_a_failed_reset_and_resets_at_the_next_step(backend)
+
+
 def test_reset_errors_are_raised_with_the_sub_env_index(backend):
     spec.test_reset_errors_are_raised_with_the_sub_env_index(backend)
 

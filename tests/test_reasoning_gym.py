@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import xpgym
 from xpgym.__main__ import main as cli
-from xpgym.core.checker import check_env
+from xpgym.core.checks import check_env
 from xpgym.envs.reasoning_gym import env as rg_env
 from xpgym.envs.reasoning_gym.env import ReasoningGymEnv, extract_answer
 

@@ -468,7 +468,7 @@ def test_import_xpgym_prints_nothing():
 
 
 def test_make_builds_a_registered_multi_agent_env():
-    from xpgym.core.checker import check_multiagent_env
+    from xpgym.core.checks import check_multiagent_env
     from xpgym.core.multiagent import MultiAgentEnv
 
     register("test:CountGame-v0", "toy_multiagent:CountGame", num_agents=2)

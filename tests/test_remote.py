@@ -26,7 +26,7 @@ import pytest
 import xpgym
 from xpgym.core.env import EpisodeFinishedError
 from xpgym.core.registry import UnknownEnvError
-from xpgym.core.vector import AsyncVectorEnv, ProcessVectorEnv, SyncVectorEnv
+from xpgym.core.vector import ProcessVectorEnv, SyncVectorEnv, ThreadVectorEnv
 from xpgym.remote import BackgroundServer, RemoteEnv, RemoteEnvError, parse_remote_id
 
 GUESS = "game:GuessTheNumber-v0"
@@ -310,7 +310,7 @@ def test_a_killed_server_during_a_step_truncates_with_an_error():
 
 
 # -- inside vector envs ---------------------------------------------------------------------
-@pytest.mark.parametrize("vector_cls", [SyncVectorEnv, AsyncVectorEnv, ProcessVectorEnv])
+@pytest.mark.parametrize("vector_cls", [SyncVectorEnv, ThreadVectorEnv, ProcessVectorEnv])
 def test_remote_sub_envs_match_local_sub_envs_in_every_vector_env(server, vector_cls):
     remote_fn = functools.partial(RemoteEnv, server.url, GUESS)
     local_fn = functools.partial(xpgym.make, GUESS)
@@ -326,7 +326,7 @@ def test_remote_sub_envs_match_local_sub_envs_in_every_vector_env(server, vector
 
 def test_a_failing_remote_sub_env_is_isolated_in_an_async_vector_env(server):
     fn = functools.partial(RemoteEnv, server.url, TOY)
-    with AsyncVectorEnv([fn] * 2) as venv:
+    with ThreadVectorEnv([fn] * 2) as venv:
         venv.reset(seed=0)
         _, _, _, truncated, infos = venv.step(["raise", "1"])
         assert truncated.tolist() == [True, False]

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xpgym.core.checker import check_env
+from xpgym.core.checks import check_env
 from xpgym.core.env import EpisodeFinishedError
 from xpgym.envs.games.sudoku import (
     DIFFICULTIES,

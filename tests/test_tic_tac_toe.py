@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xpgym.core.multiagent_checker import check_multiagent_env
+from xpgym.core.checks import check_multiagent_env
 from xpgym.envs.multiagent.tic_tac_toe import (
     EMPTY,
     TicTacToeEnv,

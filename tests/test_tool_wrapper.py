@@ -14,7 +14,7 @@ from toy_envs import ToyEnv
 
 import xpgym
 from xpgym.core import registry
-from xpgym.core.checker import check_env
+from xpgym.core.checks import check_env
 from xpgym.core.env import EpisodeFinishedError
 from xpgym.core.tools import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import function_schema, parse_call

@@ -16,16 +16,16 @@ from toy_envs import ToyEnv
 import xpgym
 from xpgym.core.env import Wrapper
 from xpgym.core.vector import (
-    AsyncVectorEnv,
     AutoresetMode,
     ProcessVectorEnv,
     SubEnvError,
     SyncVectorEnv,
+    ThreadVectorEnv,
     derive_seeds,
 )
 
-BACKENDS = [SyncVectorEnv, AsyncVectorEnv, ProcessVectorEnv]
-TIMEOUT_BACKENDS = [AsyncVectorEnv, ProcessVectorEnv]
+BACKENDS = [SyncVectorEnv, ThreadVectorEnv, ProcessVectorEnv]
+TIMEOUT_BACKENDS = [ThreadVectorEnv, ProcessVectorEnv]
 
 
 def toy_fns(n: int, episode_length: int = 3) -> list:
@@ -248,6 +248,41 @@ def test_a_sub_env_that_overruns_step_timeout_is_truncated_not_awaited(cls):
         assert rew[0] == 0.0
 
 
+@pytest.mark.parametrize("cls", TIMEOUT_BACKENDS, ids=lambda c: c.__name__)
+def test_same_step_resets_a_sub_env_that_overran_step_timeout_in_that_step(cls):
+    with cls(toy_fns(2), step_timeout=0.5, autoreset_mode="SameStep") as vec:
+        first_obs, _ = vec.reset(seed=0)
+        obs, _, _, trunc, infos = vec.step(["sleep:30", "a"])
+        assert list(trunc) == [True, False]
+        assert obs[0].startswith("start")
+        assert infos[0]["final_obs"] == first_obs[0]
+        assert "TimeoutError" in infos[0]["error"]
+
+
+class FailsSecondReset(ToyEnv):
+    """Its second reset raises: the autoreset after its first episode fails."""
+
+    resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+        if self.resets == 2:
+            raise OSError("dataset gone")
+        return super().reset(seed=seed)
+
+
+def test_same_step_reports_a_failed_reset_and_resets_at_the_next_step(backend):
+    with backend([functools.partial(FailsSecondReset, 1)], autoreset_mode="SameStep") as vec:
+        vec.reset(seed=0)
+        obs, rew, term, trunc, infos = vec.step(["x"])
+        assert obs == ["turn=1 last=x"]  # the ending step's observation: no reset happened
+        assert (rew[0], term[0], trunc[0]) == (0.0, False, True)
+        assert "OSError: dataset gone" in infos[0]["error"]
+        obs, rew, term, trunc, _ = vec.step(["y"])  # the rebuilt sub-env is reset instead
+        assert obs[0].startswith("start")
+        assert (rew[0], term[0], trunc[0]) == (0.0, False, False)
+
+
 def test_sync_backend_rejects_step_timeout():
     with pytest.raises(ValueError, match="cannot time them out"):
         SyncVectorEnv(toy_fns(1), step_timeout=1.0)
@@ -274,6 +309,19 @@ def test_process_backend_replaces_a_worker_that_stops_answering():
         assert "died or hung" in infos[0]["error"]
         obs, *_ = vec.step(["a", "a"])  # NEXT_STEP resets both on the fresh worker
         assert all(o.startswith("start") for o in obs)
+
+
+def test_same_step_resets_the_sub_envs_of_a_replaced_worker_in_that_step():
+    fns = [UninterruptibleEnv] * 2
+    with ProcessVectorEnv(fns, step_timeout=0.2, num_workers=1, autoreset_mode="SameStep") as vec:
+        vec.reset(seed=0)
+        obs, _, _, trunc, infos = vec.step(["hang", "a"])
+        assert list(trunc) == [True, True]  # both sub-envs lived in the killed worker
+        assert all(o.startswith("start") for o in obs)  # and are reset on the fresh one
+        assert all("died or hung" in info["final_info"]["error"] for info in infos)
+        obs, _, _, trunc, _ = vec.step(["a", "a"])
+        assert obs == ["turn=1 last=a"] * 2  # fresh episodes: the loss is not reported again
+        assert not trunc.any()
 
 
 class BadReset(ToyEnv):
@@ -308,7 +356,7 @@ def transcript(cls, seed: int, steps: int = 20, n: int = 4) -> list:
 
 def test_same_seed_gives_the_same_episodes_on_every_backend():
     reference = transcript(SyncVectorEnv, seed=5)
-    for cls in (AsyncVectorEnv, ProcessVectorEnv):
+    for cls in (ThreadVectorEnv, ProcessVectorEnv):
         assert transcript(cls, seed=5) == reference
     assert transcript(SyncVectorEnv, seed=6) != reference
 
@@ -398,7 +446,7 @@ def toy_id():
     xpgym.core.registry.registry.update(snapshot)
 
 
-@pytest.mark.parametrize("mode", ["sync", "async", "process"])
+@pytest.mark.parametrize("mode", ["sync", "thread", "async", "process"])
 def test_make_vec_builds_each_backend_from_a_runtime_registered_id(toy_id, mode):
     env_kwargs = {"episode_length": 1}
     with xpgym.make_vec(toy_id, 3, vectorization_mode=mode, env_kwargs=env_kwargs) as vec:
@@ -407,6 +455,29 @@ def test_make_vec_builds_each_backend_from_a_runtime_registered_id(toy_id, mode)
         assert term.all()
         assert vec.get_attr("spec")[0].id == toy_id
     assert env_kwargs == {"episode_length": 1}
+
+
+@pytest.mark.parametrize(
+    ("mode", "backend_cls"),
+    [
+        ("sync", SyncVectorEnv),
+        ("thread", ThreadVectorEnv),
+        ("async", ThreadVectorEnv),  # xpgym's first name for threads, not Gymnasium's meaning
+        ("process", ProcessVectorEnv),
+    ],
+)
+def test_each_vectorization_mode_selects_its_backend(toy_id, mode, backend_cls):
+    with xpgym.make_vec(toy_id, 1, vectorization_mode=mode) as vec:
+        assert type(vec) is backend_cls
+
+
+def test_async_vector_env_is_a_deprecated_alias_of_thread_vector_env():
+    with pytest.warns(DeprecationWarning, match="renamed ThreadVectorEnv"):
+        from xpgym.core.vector import AsyncVectorEnv
+    assert AsyncVectorEnv is ThreadVectorEnv
+    with pytest.warns(DeprecationWarning, match="renamed ThreadVectorEnv"):
+        assert xpgym.AsyncVectorEnv is ThreadVectorEnv
+    assert xpgym.ThreadVectorEnv is ThreadVectorEnv
 
 
 def test_make_vec_rejects_unknown_modes_and_ids(toy_id):
@@ -423,7 +494,7 @@ def test_make_vec_applies_wrappers_in_order(toy_id):
 
 def test_thread_backend_overlaps_blocking_steps():
     """Eight 0.5 s sleeps take about 0.5 s, not 4 s (generous bound: this is not a benchmark)."""
-    with AsyncVectorEnv(toy_fns(8, episode_length=10)) as vec:
+    with ThreadVectorEnv(toy_fns(8, episode_length=10)) as vec:
         vec.reset(seed=0)
         vec.step(["sleep:0.01"] * 8)  # teaches the pool that steps block
         start = time.monotonic()
@@ -456,7 +527,7 @@ def test_trainer_grows_the_horizon_through_the_vector_env(backend):
 
 def test_thread_backend_hands_the_rest_of_a_batch_to_helpers_once_a_step_blocks():
     """A fresh pool runs steps inline; the first blocking one moves the rest to helpers."""
-    with AsyncVectorEnv(toy_fns(8, episode_length=10)) as vec:
+    with ThreadVectorEnv(toy_fns(8, episode_length=10)) as vec:
         vec.reset(seed=0)
         start = time.monotonic()
         vec.step(["sleep:0.5"] * 8)  # ~1 s: the first sleep inline, the other 7 overlapped

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import xpgym
-from xpgym.core.checker import check_env
+from xpgym.core.checks import check_env
 from xpgym.core.trajectory import Episode, Turn
 
 pytest.importorskip("PIL", reason="vision envs draw with Pillow (xpgym[vision])")

@@ -34,7 +34,6 @@ __version__ = "0.1.0.dev0"
 
 __all__ = [
     "AgentSelector",
-    "AsyncVectorEnv",
     "AutoresetMode",
     "Env",
     "EnvSpec",
@@ -43,6 +42,7 @@ __all__ = [
     "ProcessVectorEnv",
     "ResetNeededError",
     "SyncVectorEnv",
+    "ThreadVectorEnv",
     "UnknownEnvError",
     "VectorEnv",
     "Wrapper",
@@ -61,12 +61,13 @@ _LAZY = {
     "AutoresetMode": "xpgym.core.vector",
     "VectorEnv": "xpgym.core.vector",
     "SyncVectorEnv": "xpgym.core.vector",
-    "AsyncVectorEnv": "xpgym.core.vector",
+    "ThreadVectorEnv": "xpgym.core.vector",
+    "AsyncVectorEnv": "xpgym.core.vector",  # deprecated: xpgym.core.vector warns
     "ProcessVectorEnv": "xpgym.core.vector",
     "MultiAgentEnv": "xpgym.core.multiagent",
     "AgentSelector": "xpgym.core.multiagent",
-    "check_env": "xpgym.core.checker",
-    "check_multiagent_env": "xpgym.core.checker",
+    "check_env": "xpgym.core.checks",
+    "check_multiagent_env": "xpgym.core.checks",
 }
 
 

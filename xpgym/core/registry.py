@@ -381,9 +381,10 @@ def make_vec(
     Args:
         env_ids: One id repeated `num_envs` times, or one id per sub-env.
         num_envs: Number of sub-envs (required with a single id; default 1).
-        vectorization_mode: ``"sync"`` (one thread), ``"async"`` (thread pool, for I/O-bound
-            envs), ``"process"`` (worker processes, for CPU-bound envs) or ``"ray"`` (Ray
-            actors; ``pip install "xpgym[ray]"``).
+        vectorization_mode: ``"sync"`` (the calling thread), ``"thread"`` (a thread pool,
+            for I/O-bound envs; ``"async"`` is the same), ``"process"`` (worker processes,
+            for CPU-bound envs) or ``"ray"`` (Ray actors; ``pip install "xpgym[ray]"``).
+            How these names compare with Gymnasium's: `xpgym.core.vector`.
         wrappers: Callables applied to each sub-env in order (e.g. ``MaxTurns`` or a
             `functools.partial` of a wrapper class). With ``"process"`` they must pickle.
         env_kwargs: Keyword arguments for every sub-env, or one mapping per sub-env. The
@@ -392,7 +393,7 @@ def make_vec(
             ``step_timeout``, ``num_workers``).
 
     Returns:
-        A `SyncVectorEnv`, `AsyncVectorEnv` or `ProcessVectorEnv`.
+        The `VectorEnv` subclass `vectorization_mode` names.
     """
     from xpgym.core import vector  # vector imports registry users; keep the import lazy
 
@@ -416,17 +417,8 @@ def make_vec(
         functools.partial(_make_wrapped, specs[env_id], tuple(wrappers), kw)
         for env_id, kw in zip(ids, per_env, strict=True)
     ]
-    modes: dict[str, type[VectorEnv]] = {
-        "sync": vector.SyncVectorEnv,
-        "async": vector.AsyncVectorEnv,
-        "process": vector.ProcessVectorEnv,
-        "ray": vector.RayVectorEnv,
-    }
-    if vectorization_mode not in modes:
-        raise ValueError(
-            f"vectorization_mode must be one of {sorted(modes)}, got {vectorization_mode!r}"
-        )
-    return modes[vectorization_mode](env_fns, **dict(vector_kwargs or {}))
+    backend = vector.vector_env_class(vectorization_mode)
+    return backend(env_fns, **dict(vector_kwargs or {}))
 
 
 def list_envs(

@@ -1,29 +1,94 @@
 """Vector envs: step many sub-envs as one batch, with Gymnasium 1.x autoreset semantics.
 
-Three backends, one API (`VectorEnv`):
+Four backends, one API (`VectorEnv`), one module each over the shared `base`:
 
-* `SyncVectorEnv`: the calling thread, lowest overhead for cheap envs;
-* `AsyncVectorEnv`: threads, for I/O-bound envs (tools, HTTP, subprocesses);
-* `ProcessVectorEnv`: worker processes, for CPU-bound envs;
-* `RayVectorEnv`: Ray actors, for envs spread over a Ray cluster (extra ``xpgym[ray]``).
+* `SyncVectorEnv` (``sync.py``): the calling thread, lowest overhead for cheap envs;
+* `ThreadVectorEnv` (``threaded.py``): threads, for I/O-bound envs (tools, HTTP,
+  subprocesses);
+* `ProcessVectorEnv` (``process.py``): worker processes, for CPU-bound envs;
+* `RayVectorEnv` (``ray_backend.py``): Ray actors, for envs spread over a Ray cluster
+  (extra ``xpgym[ray]``).
 
-`xpgym.make_vec` builds any of them from registered ids. Semantics (autoreset modes,
-partial stepping, failure isolation, seeds) are documented in `xpgym.core.vector.base`.
+Semantics (autoreset modes, partial stepping, failure isolation, seeds) are documented in
+`xpgym.core.vector.base`, and are the same for every backend.
+
+`xpgym.make_vec` picks the backend by ``vectorization_mode`` (`VECTORIZATION_MODES`). The
+names differ from Gymnasium's where the backends differ: Gymnasium has no thread backend,
+and its ``"async"`` runs sub-envs in subprocesses.
+
+=============  ==================  ==================  ===================================
+mode           backend             sub-envs run in     the same backend in Gymnasium
+=============  ==================  ==================  ===================================
+``"sync"``     `SyncVectorEnv`     the calling thread  ``"sync"`` (``SyncVectorEnv``)
+``"thread"``   `ThreadVectorEnv`   a thread pool       none
+``"async"``    `ThreadVectorEnv`   a thread pool       none: Gymnasium's ``"async"`` is
+                                                       subprocesses, xpgym's ``"process"``
+``"process"``  `ProcessVectorEnv`  worker processes    ``"async"`` (``AsyncVectorEnv``)
+``"ray"``      `RayVectorEnv`      Ray actors          none
+=============  ==================  ==================  ===================================
+
+``"async"`` is the name xpgym used first for threads; it keeps selecting them.
+`AsyncVectorEnv`, the old name of `ThreadVectorEnv`, still imports from here with a
+`DeprecationWarning`.
 """
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
 
 from xpgym.core.vector.base import AutoresetMode, SubEnvError, VectorEnv, derive_seeds
 from xpgym.core.vector.process import ProcessVectorEnv
 from xpgym.core.vector.ray_backend import RayVectorEnv
 from xpgym.core.vector.sync import SyncVectorEnv
-from xpgym.core.vector.threaded import AsyncVectorEnv
+from xpgym.core.vector.threaded import ThreadVectorEnv
 
 __all__ = [
-    "AsyncVectorEnv",
+    "VECTORIZATION_MODES",
     "AutoresetMode",
     "ProcessVectorEnv",
     "RayVectorEnv",
     "SubEnvError",
     "SyncVectorEnv",
+    "ThreadVectorEnv",
     "VectorEnv",
     "derive_seeds",
+    "vector_env_class",
 ]
+
+VECTORIZATION_MODES: dict[str, type[VectorEnv]] = {
+    "sync": SyncVectorEnv,
+    "thread": ThreadVectorEnv,
+    "async": ThreadVectorEnv,
+    "process": ProcessVectorEnv,
+    "ray": RayVectorEnv,
+}
+"""``vectorization_mode`` -> the backend it selects (see the table above)."""
+
+
+def vector_env_class(vectorization_mode: str) -> type[VectorEnv]:
+    """The backend class `vectorization_mode` selects, e.g. ``"thread"`` -> `ThreadVectorEnv`.
+
+    Raises:
+        ValueError: `vectorization_mode` is not a key of `VECTORIZATION_MODES`.
+    """
+    if vectorization_mode not in VECTORIZATION_MODES:
+        raise ValueError(
+            f"vectorization_mode must be one of {sorted(VECTORIZATION_MODES)}, "
+            f"got {vectorization_mode!r}"
+        )
+    return VECTORIZATION_MODES[vectorization_mode]
+
+
+def __getattr__(name: str) -> Any:
+    """`AsyncVectorEnv`, the old name of `ThreadVectorEnv`, with a `DeprecationWarning`."""
+    if name == "AsyncVectorEnv":
+        warnings.warn(
+            "xpgym.core.vector.AsyncVectorEnv was renamed ThreadVectorEnv (it runs sub-envs "
+            "on threads; Gymnasium's AsyncVectorEnv runs subprocesses, as ProcessVectorEnv "
+            "does here); import ThreadVectorEnv instead",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return ThreadVectorEnv
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,8 +1,10 @@
-"""What every vector env shares: the API, autoreset decisions, seeds and sub-env slots.
+"""What every vector env shares: the API, autoreset, seeds and sub-env slots.
 
 A vector env runs `num_envs` sub-envs and steps them as one batch. The backends differ
-only in *where* sub-envs live and run (calling thread, worker threads, worker processes);
-the semantics below are the same for all of them and follow Gymnasium 1.x exactly.
+only in *where* sub-envs live and run (calling thread, worker threads, worker processes,
+Ray actors); the semantics below are the same for all of them and follow Gymnasium 1.x
+exactly. Autoreset is decided and carried out in one place, `VectorEnv.step`; a backend
+only runs the steps and resets it is handed (`SubEnv.step`), wherever its sub-envs live.
 
 Autoreset (`AutoresetMode`, published in ``metadata["autoreset_mode"]``):
 
@@ -20,7 +22,7 @@ xpgym extensions:
 
 * Partial stepping: ``step({i: action, ...})`` steps only those sub-envs; every returned
   list/array has one entry per key, in the mapping's order.
-* Failure isolation: a sub-env whose `step` raises (or, in the async and process backends,
+* Failure isolation: a sub-env whose `step` raises (or, in the thread, process and Ray backends,
   exceeds ``step_timeout`` seconds) does not stop the batch. Its result is
   ``(last observation, 0.0, terminated=False, truncated=True, {"error": "..."})``; the
   broken env is discarded and rebuilt from its factory at its next reset (its RNG then
@@ -57,6 +59,12 @@ logger = logging.getLogger(__name__)
 StepBatch = tuple[list[Any], np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]
 """`(observations, rewards[float64, (k,)], terminated[bool, (k,)], truncated[bool, (k,)],
 infos)` for the `k` sub-envs stepped."""
+
+StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
+"""`(obs, reward, terminated, truncated, info)` of one sub-env."""
+
+StepTask = tuple[int, str | None]
+"""`(index, action)` for one sub-env; action `None` resets it in place of a step."""
 
 
 class AutoresetMode(enum.Enum):
@@ -135,50 +143,32 @@ class SubEnv:
         self.last_obs: Any = None
 
     def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
+        """Reset (building the env first if it was discarded); raises what `reset` raises."""
         if self.env is None:
             self.env = self.env_fn()
         obs, info = self.env.reset(seed=seed, options=options)
         self.last_obs = obs
         return obs, info
 
-    def step(
-        self, action: str, *, reset_first: bool, same_step_reset: bool
-    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Step, or reset instead when `reset_first` (NEXT_STEP) or the env was discarded.
+    def step(self, action: str | None) -> StepResult:
+        """Step with `action`; or, when `action` is `None`, reset in place of a step (an
+        autoreset the vector env decided on), returning ``(obs, 0.0, False, False, info)``.
 
-        Failures become truncations (see `failed`); with `same_step_reset` an ending step
-        is followed by a reset in the same call (SAME_STEP).
+        Never raises: a failure discards the env and returns the truncation `failed` reports.
         """
-        if reset_first or self.env is None:
-            try:
-                obs, info = self.reset(None, None)
-            except Exception as exc:
-                return self.failed(exc)
-            return obs, 0.0, False, False, info
         try:
+            if action is None:
+                obs, info = self.reset(None, None)
+                return obs, 0.0, False, False, info
+            if self.env is None:
+                raise RuntimeError("the env was discarded after a failure and needs a reset")
             obs, reward, terminated, truncated, info = self.env.step(action)
-            self.last_obs = obs
         except Exception as exc:  # isolation: one broken sub-env must not stop the batch
-            obs, reward, terminated, truncated, info = self.failed(exc)
-        if same_step_reset and (terminated or truncated):
-            return self.reset_same_step(obs, reward, terminated, truncated, info)
+            return self.failed(exc)
+        self.last_obs = obs
         return obs, reward, terminated, truncated, info
 
-    def reset_same_step(
-        self, obs: Any, reward: float, terminated: bool, truncated: bool, info: dict[str, Any]
-    ) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """SAME_STEP: reset now; return the reset obs with the ending step's reward, flags,
-        and ``final_obs``/``final_info`` (and ``error``, lifted from a failed step)."""
-        try:
-            reset_obs, reset_info = self.reset(None, None)
-        except Exception as exc:  # the env stays discarded; the next step resets it
-            return self.failed(exc)
-        out = {**reset_info, "final_obs": obs, "final_info": info}
-        if "error" in info:
-            out["error"] = info["error"]
-        return reset_obs, reward, terminated, truncated, out
-
-    def failed(self, exc: BaseException) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def failed(self, exc: BaseException) -> StepResult:
         """Discard the env after `exc`; return the truncated result that reports it."""
         logger.warning("sub-env %r failed and will be rebuilt: %r", self.env, exc)
         self.discard()
@@ -204,13 +194,13 @@ class SubEnv:
 
 
 class VectorEnv:
-    """Base class: batch API and autoreset bookkeeping; backends implement the `_run_*` hooks.
+    """Base class: the batch API and autoreset; backends implement the `_run_*` hooks.
 
     Args:
         env_fns: One zero-argument factory per sub-env (``"process"`` needs them picklable).
         autoreset_mode: `AutoresetMode` or its string name/value. Default ``NEXT_STEP``.
         step_timeout: Seconds a sub-env's step may take before it is truncated with
-            ``info["error"]`` (async and process backends only).
+            ``info["error"]`` (thread, process and Ray backends).
 
     Attributes:
         num_envs: Number of sub-envs.
@@ -235,7 +225,7 @@ class VectorEnv:
             if not self.supports_step_timeout:
                 raise ValueError(
                     f"{type(self).__name__} steps sub-envs in the calling thread and cannot "
-                    "time them out; use vectorization_mode='async' or 'process'"
+                    "time them out; use vectorization_mode='thread' or 'process'"
                 )
             if step_timeout <= 0:
                 raise ValueError(f"step_timeout must be positive seconds, got {step_timeout!r}")
@@ -246,7 +236,9 @@ class VectorEnv:
         self.metadata: dict[str, Any] = {"autoreset_mode": self.autoreset_mode}
         self.closed = False
         self._observations: list[Any] = [None] * self.num_envs
-        self._episode_over = np.zeros(self.num_envs, dtype=np.bool_)
+        # Sub-envs whose last step ended their episode: the next step resets them
+        # (NEXT_STEP, and SAME_STEP after a failed reset) or refuses them (DISABLED).
+        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)
         self._has_reset = np.zeros(self.num_envs, dtype=np.bool_)
 
     # -- backend hooks -------------------------------------------------------------------
@@ -256,10 +248,9 @@ class VectorEnv:
         """Reset `(index, seed, options)` for each task; raise `SubEnvError` on failure."""
         raise NotImplementedError
 
-    def _run_steps(
-        self, tasks: list[tuple[int, str, bool]]
-    ) -> list[tuple[Any, float, bool, bool, dict]]:
-        """Step `(index, action, reset_first)` for each task, isolating failures."""
+    def _run_steps(self, tasks: list[StepTask]) -> list[StepResult]:
+        """Run `SubEnv.step(action)` for each `(index, action)` task; one result per task, in
+        order. A failure or an overrun ``step_timeout`` is a truncated result, never raised."""
         raise NotImplementedError
 
     def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
@@ -300,7 +291,7 @@ class VectorEnv:
         for i, (obs, info) in zip(indices, results, strict=True):
             self._observations[i] = obs
             infos[i] = info
-        self._episode_over[mask] = False
+        self._autoreset_envs[mask] = False
         self._has_reset[mask] = True
         return list(self._observations), infos
 
@@ -316,30 +307,52 @@ class VectorEnv:
         self._check_open()
         indices, action_list = self._index_actions(actions)
         mode = self.autoreset_mode
-        if mode is AutoresetMode.DISABLED:
-            over = [i for i in indices if self._episode_over[i]]
-            if over:
-                raise ValueError(
-                    f"sub-envs {over} finished their episode and autoreset is disabled; "
-                    "call reset(options={'reset_mask': mask}) first"
-                )
-        reset_first = mode is AutoresetMode.NEXT_STEP
-        tasks = [
-            (i, a, bool(reset_first and self._episode_over[i]))
-            for i, a in zip(indices, action_list, strict=True)
+
+        # Autoreset, for every backend. A sub-env whose last step ended its episode is
+        # reset in place of this step (NEXT_STEP), or may not be stepped (DISABLED).
+        finished = [i for i in indices if self._autoreset_envs[i]]
+        if finished and mode is AutoresetMode.DISABLED:
+            raise ValueError(
+                f"sub-envs {finished} finished their episode and autoreset is disabled; "
+                "call reset(options={'reset_mask': mask}) first"
+            )
+        tasks: list[StepTask] = [
+            (i, None if self._autoreset_envs[i] else action)  # None: reset instead of step
+            for i, action in zip(indices, action_list, strict=True)
         ]
         results = self._run_steps(tasks)
-        k = len(indices)
-        observations: list[Any] = [None] * k
-        rewards = np.zeros(k, dtype=np.float64)
-        terminated = np.zeros(k, dtype=np.bool_)
-        truncated = np.zeros(k, dtype=np.bool_)
-        infos: list[dict[str, Any]] = [{}] * k
-        for j, (i, result) in enumerate(zip(indices, results, strict=True)):
-            observations[j], rewards[j], terminated[j], truncated[j], infos[j] = result
-            self._observations[i] = observations[j]
-            over = bool(terminated[j] or truncated[j])
-            self._episode_over[i] = over and mode is not AutoresetMode.SAME_STEP
+        for (i, _), (obs, _, terminated, truncated, _) in zip(tasks, results, strict=True):
+            self._observations[i] = obs
+            self._autoreset_envs[i] = terminated or truncated
+
+        # SAME_STEP: a sub-env whose episode this step ended is reset now. The step returns
+        # the reset observation, the ending step's reward and flags, and the reset info plus
+        # ``final_obs`` and ``final_info`` (the ending step's observation and info).
+        if mode is AutoresetMode.SAME_STEP:
+            ended = [
+                j
+                for j, (i, action) in enumerate(tasks)
+                if action is not None and self._autoreset_envs[i]
+            ]
+            resets = self._run_steps([(indices[j], None) for j in ended])
+            for j, reset in zip(ended, resets, strict=True):
+                reset_obs, _, _, reset_failed, reset_info = reset
+                if reset_failed:  # report the failed reset; the next step resets again
+                    results[j] = reset
+                    continue
+                obs, reward, terminated, truncated, info = results[j]
+                same_step_info = {**reset_info, "final_obs": obs, "final_info": info}
+                if "error" in info:  # a failed step stays as visible as in the other modes
+                    same_step_info["error"] = info["error"]
+                results[j] = (reset_obs, reward, terminated, truncated, same_step_info)
+                self._observations[indices[j]] = reset_obs
+                self._autoreset_envs[indices[j]] = False
+
+        observations = [result[0] for result in results]
+        rewards = np.array([result[1] for result in results], dtype=np.float64)
+        terminated = np.array([result[2] for result in results], dtype=np.bool_)
+        truncated = np.array([result[3] for result in results], dtype=np.bool_)
+        infos = [result[4] for result in results]
         return observations, rewards, terminated, truncated, infos
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
@@ -372,7 +385,7 @@ class VectorEnv:
         self._check_open()
         for i in self._check_indices(states):
             self._run_calls([i], "call", "set_state", (states[i],), {})
-            self._episode_over[i] = False
+            self._autoreset_envs[i] = False
             self._has_reset[i] = True
             if observations is not None and i in observations:
                 self._observations[i] = observations[i]

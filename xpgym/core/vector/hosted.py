@@ -24,7 +24,14 @@ from collections.abc import Callable
 from typing import Any
 
 from xpgym.core.env import Env
-from xpgym.core.vector.base import SubEnv, SubEnvError, VectorEnv, error_info
+from xpgym.core.vector.base import (
+    StepResult,
+    StepTask,
+    SubEnv,
+    SubEnvError,
+    VectorEnv,
+    error_info,
+)
 
 __all__ = ["HostedVectorEnv", "Reply", "SubEnvHost"]
 
@@ -43,19 +50,15 @@ def _on_alarm(signum: int, frame: Any) -> None:
 class SubEnvHost:
     """Hosts the sub-envs ``env_fns`` (index -> factory) and runs batches of tasks on them.
 
-    Tasks: ``step``: ``(index, action, reset_first)``; ``reset``: ``(index, seed,
-    options)``; ``call`` / ``get_attr`` / ``set_attr``: ``(index, args)``. With `build`
-    false the sub-envs are built at their first reset (a replacement host).
+    Tasks: ``step``: ``(index, action)`` (action `None`: reset in place of a step, see
+    `SubEnv.step`); ``reset``: ``(index, seed, options)``; ``call`` / ``get_attr`` /
+    ``set_attr``: ``(index, args)``. With `build` false the sub-envs are built at their
+    first reset (a replacement host).
     """
 
     def __init__(
-        self,
-        env_fns: dict[int, Callable[[], Env]],
-        step_timeout: float | None,
-        same_step: bool,
-        build: bool,
+        self, env_fns: dict[int, Callable[[], Env]], step_timeout: float | None, build: bool
     ) -> None:
-        self.same_step = same_step
         # SIGALRM handlers run only in the main thread; elsewhere only the parent's
         # deadline applies.
         on_main_thread = threading.current_thread() is threading.main_thread()
@@ -73,16 +76,12 @@ class SubEnvHost:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
-    def _step(self, i: int, action: str, reset_first: bool) -> Any:
+    def _step(self, i: int, action: str | None) -> StepResult:
         sub = self.subenvs[i]
-        step = functools.partial(
-            sub.step, action, reset_first=reset_first, same_step_reset=self.same_step
-        )
         try:
-            return self._timed(step)
+            return self._timed(functools.partial(sub.step, action))
         except _StepTimeoutError:  # raised in the env's step, or between its lines
-            result = sub.failed(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
-            return sub.reset_same_step(*result) if self.same_step else result
+            return sub.failed(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
 
     def run(self, command: str, payload: list[tuple]) -> list[Reply]:
         """Run one batch; one reply per task, in order. Never raises for a task."""
@@ -144,15 +143,15 @@ class HostedVectorEnv(VectorEnv):
             results.append(reply[1])
         return results
 
-    def _run_steps(self, tasks):
+    def _run_steps(self, tasks: list[StepTask]) -> list[StepResult]:
         # A sub-env whose host was replaced lost its episode: report that as a truncation
-        # instead of stepping a fresh env that was never reset (its next step resets it).
-        lost = {i for i, _, reset_first in tasks if i in self._lost and not reset_first}
-        self._lost.difference_update(i for i, _, _ in tasks)
+        # instead of stepping a fresh env that was never reset (a reset runs as usual).
+        lost = {i for i, action in tasks if i in self._lost and action is not None}
+        self._lost.difference_update(i for i, _ in tasks)
         live = [task for task in tasks if task[0] not in lost]
         replies = dict(zip((t[0] for t in live), self._dispatch("step", live), strict=True))
         results = []
-        for i, _, _ in tasks:
+        for i, _ in tasks:
             reply = replies.get(i)
             if reply is None or reply[0] != "ok":
                 info = error_info(RuntimeError(f"sub-env {i}: {self._failure(reply)}"))

@@ -44,7 +44,6 @@ def _worker_main(
     conn: Connection,
     env_fns: dict[int, Callable[[], Env]],
     step_timeout: float | None,
-    same_step: bool,
     build: bool,
 ) -> None:
     """Worker loop: build a `SubEnvHost`, then answer one batch per message until `close`.
@@ -54,7 +53,7 @@ def _worker_main(
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:
-        host = SubEnvHost(env_fns, step_timeout, same_step, build)
+        host = SubEnvHost(env_fns, step_timeout, build)
         conn.send([("ok", None)])
     except Exception as exc:
         conn.send([("error", f"construction: {exc!r}")])
@@ -81,14 +80,13 @@ class _Worker:
         indices: list[int],
         env_fns: Sequence[Callable[[], Env]],
         step_timeout: float | None,
-        same_step: bool,
         build: bool,
     ) -> None:
         self.indices = indices
         self.conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(
             target=_worker_main,
-            args=(child_conn, {i: env_fns[i] for i in indices}, step_timeout, same_step, build),
+            args=(child_conn, {i: env_fns[i] for i in indices}, step_timeout, build),
             name=f"xpgym-vec-worker-{indices[0]}",
             daemon=True,
         )
@@ -135,10 +133,9 @@ class ProcessVectorEnv(HostedVectorEnv):
                 raise TypeError(
                     f"env factory {i} ({fn!r:.80}) cannot be pickled for a worker process: "
                     f"{exc}. Use module-level functions or functools.partial, or "
-                    "vectorization_mode='async'"
+                    "vectorization_mode='thread'"
                 ) from exc
         self._ctx = mp.get_context(context)
-        self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         self._worker_of = [0] * self.num_envs
         groups = [list(range(self.num_envs))[w::num_workers] for w in range(num_workers)]
         self._workers: list[_Worker] = []
@@ -157,7 +154,7 @@ class ProcessVectorEnv(HostedVectorEnv):
             raise
 
     def _start_worker(self, indices: list[int], *, build: bool = True) -> _Worker:
-        return _Worker(self._ctx, indices, self.env_fns, self.step_timeout, self._same_step, build)
+        return _Worker(self._ctx, indices, self.env_fns, self.step_timeout, build)
 
     def _receive(self, worker: _Worker, timeout: float | None) -> list[tuple[str, Any]] | None:
         """The worker's reply, or `None` if it died or did not answer within `timeout`."""

@@ -57,15 +57,11 @@ class _ActorHost(SubEnvHost):
     the host's SIGALRM timeouts work there."""
 
     def __init__(
-        self,
-        env_fns: dict[int, Callable[[], Env]],
-        step_timeout: float | None,
-        same_step: bool,
-        build: bool,
+        self, env_fns: dict[int, Callable[[], Env]], step_timeout: float | None, build: bool
     ) -> None:
         self.construction_error: str | None = None
         try:
-            super().__init__(env_fns, step_timeout, same_step, build)
+            super().__init__(env_fns, step_timeout, build)
         except Exception as exc:
             self.construction_error = f"construction: {exc!r}"
 
@@ -141,7 +137,6 @@ class RayVectorEnv(HostedVectorEnv):
             self.actor_indices.append(list(range(start, stop)))
             start = stop
         self.kill_grace = kill_grace
-        self._same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
         self._actor_cls = ray.remote(_ActorHost)
         if actor_options:
             self._actor_cls = self._actor_cls.options(**dict(actor_options))
@@ -165,7 +160,7 @@ class RayVectorEnv(HostedVectorEnv):
 
     def _start_actor(self, indices: list[int], *, build: bool = True) -> Any:
         fns = {i: self.env_fns[i] for i in indices}
-        return self._actor_cls.remote(fns, self.step_timeout, self._same_step, build)
+        return self._actor_cls.remote(fns, self.step_timeout, build)
 
     def _await_ready(self, a: int) -> None:
         ray, indices = self._ray, self.actor_indices[a]

@@ -6,7 +6,14 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from xpgym.core.env import Env
-from xpgym.core.vector.base import AutoresetMode, SubEnv, SubEnvError, VectorEnv
+from xpgym.core.vector.base import (
+    AutoresetMode,
+    StepResult,
+    StepTask,
+    SubEnv,
+    SubEnvError,
+    VectorEnv,
+)
 
 __all__ = ["SyncVectorEnv"]
 
@@ -44,13 +51,8 @@ class SyncVectorEnv(VectorEnv):
                 raise SubEnvError(i, "reset", repr(exc)) from exc
         return results
 
-    def _run_steps(self, tasks):
-        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
-        subenvs = self._subenvs
-        return [
-            subenvs[i].step(action, reset_first=reset_first, same_step_reset=same_step)
-            for i, action, reset_first in tasks
-        ]
+    def _run_steps(self, tasks: list[StepTask]) -> list[StepResult]:
+        return [self._subenvs[i].step(action) for i, action in tasks]
 
     def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
         results = []

@@ -1,4 +1,8 @@
-"""`AsyncVectorEnv`: sub-envs run on a pool of threads, for I/O-bound envs.
+"""`ThreadVectorEnv`: sub-envs run on a pool of threads, for I/O-bound envs.
+
+Called `AsyncVectorEnv` before (still importable from `xpgym.core.vector` under that name,
+with a `DeprecationWarning`); in Gymnasium, `AsyncVectorEnv` runs sub-envs in subprocesses,
+which is `ProcessVectorEnv` here.
 
 Threads help when a step waits (an HTTP call, a sandboxed subprocess, a sleep) and the
 GIL is released. For pure-Python envs threads cannot run in parallel, and handing every
@@ -28,13 +32,15 @@ from typing import Any
 from xpgym.core.env import Env
 from xpgym.core.vector.base import (
     AutoresetMode,
+    StepResult,
+    StepTask,
     SubEnv,
     SubEnvError,
     VectorEnv,
     error_info,
 )
 
-__all__ = ["AsyncVectorEnv"]
+__all__ = ["ThreadVectorEnv"]
 
 logger = logging.getLogger(__name__)
 
@@ -268,7 +274,7 @@ class _WorkSharingPool:
             logger.warning("threads still running a stuck sub-env after close: %s", stuck)
 
 
-class AsyncVectorEnv(VectorEnv):
+class ThreadVectorEnv(VectorEnv):
     """Runs sub-envs on threads: for envs whose steps wait on I/O or subprocesses.
 
     Args:
@@ -326,39 +332,20 @@ class AsyncVectorEnv(VectorEnv):
                 raise SubEnvError(i, "reset", repr(result.exc)) from result.exc
         return results
 
-    def _run_steps(self, tasks):
-        same_step = self.autoreset_mode is AutoresetMode.SAME_STEP
+    def _run_steps(self, tasks: list[StepTask]) -> list[StepResult]:
         subenvs = self._subenvs
-
-        def step(j: int) -> tuple[Any, float, bool, bool, dict]:
-            i, action, reset_first = tasks[j]
-            return subenvs[i].step(action, reset_first=reset_first, same_step_reset=same_step)
-
-        results = self._pool.run(step, len(tasks), self.step_timeout)
-        timed_out = [j for j, result in enumerate(results) if result is _TIMED_OUT]
-        for j in timed_out:
-            i = tasks[j][0]
-            last_obs = self._subenvs[i].last_obs
-            self._abandon(i)
-            info = error_info(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
-            results[j] = (last_obs, 0.0, False, True, info)
-        if same_step and timed_out:
-            self._reset_after_timeout(tasks, results, timed_out)
-        return results
-
-    def _reset_after_timeout(self, tasks, results, timed_out: list[int]) -> None:
-        """SAME_STEP: a timed-out step ends its episode, so reset it now like any other end."""
-        subenvs = self._subenvs
-        resets = self._pool.run(
-            lambda k: subenvs[tasks[timed_out[k]][0]].reset_same_step(*results[timed_out[k]]),
-            len(timed_out),
-            self.step_timeout,
+        results = self._pool.run(
+            lambda j: subenvs[tasks[j][0]].step(tasks[j][1]), len(tasks), self.step_timeout
         )
-        for j, reset in zip(timed_out, resets, strict=True):
-            if reset is _TIMED_OUT:
-                self._abandon(tasks[j][0])  # keep the timeout result; the next step resets
-            elif not isinstance(reset, _Failed):
-                results[j] = reset
+        for j, (i, _) in enumerate(tasks):
+            if isinstance(results[j], _Failed):  # only a BaseException escapes SubEnv.step
+                raise results[j].exc
+            if results[j] is _TIMED_OUT:
+                last_obs = subenvs[i].last_obs
+                self._abandon(i)
+                info = error_info(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
+                results[j] = (last_obs, 0.0, False, True, info)
+        return results
 
     def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
         subenvs = self._subenvs

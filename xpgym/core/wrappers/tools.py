@@ -45,7 +45,7 @@ Info keys:
   (``{tool name: turns addressed to it}``, every tool listed).
 
 Concurrency: `step` runs `Tool.execute` synchronously in the calling thread. Tools release
-the GIL while they wait (subprocesses, sockets), so an `AsyncVectorEnv` overlaps the tool
+the GIL while they wait (subprocesses, sockets), so a `ThreadVectorEnv` overlaps the tool
 calls of all its sub-envs on its threads. There is no ``astep``: the wrappers usually stacked
 outside this one (limits, observation, statistics) are synchronous, so an async step here
 could not be reached through them; use `Tool.aexecute` directly in async code.
