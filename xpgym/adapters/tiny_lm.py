@@ -4,23 +4,21 @@ Every name this module used to export still resolves here, from its new home, wi
 `DeprecationWarning` naming that home. This path will be removed.
 """
 
-from __future__ import annotations
+from xpgym.core.deprecation import moved_names
 
-import importlib
-import warnings
-from typing import Any
-
-_HOME = "xpgym.reference.tiny_model"
-
-
-def __getattr__(name: str) -> Any:
-    """The public name `name` of the new home, with a `DeprecationWarning`."""
-    module = importlib.import_module(_HOME)
-    if name not in module.__all__:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(
-        f"{__name__}.{name} moved to {_HOME}.{name}; import it from there",
-        DeprecationWarning,
-        stacklevel=2,
-    )
-    return getattr(module, name)
+__getattr__ = moved_names(
+    __name__,
+    dict.fromkeys(
+        [
+            "BOXED_OPEN",
+            "CHATML_TEMPLATE",
+            "PIECE_PATTERN",
+            "SPECIAL_TOKENS",
+            "build_tiny_model",
+            "build_tiny_tokenizer",
+            "env_corpus",
+            "numeric_embedding",
+        ],
+        "xpgym.reference.tiny_model",
+    ),
+)

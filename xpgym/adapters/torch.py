@@ -6,24 +6,26 @@ used to export still resolves here, from its new home, with a `DeprecationWarnin
 that home. This path will be removed.
 """
 
-from __future__ import annotations
+from xpgym.core.deprecation import moved_names
 
-import importlib
-import warnings
-from typing import Any
-
-_HOMES = ("xpgym.reference.trainer", "xpgym.reference.losses")
-
-
-def __getattr__(name: str) -> Any:
-    """The public name `name` of a new home, with a `DeprecationWarning`."""
-    for home in _HOMES:
-        module = importlib.import_module(home)
-        if name in module.__all__:
-            warnings.warn(
-                f"{__name__}.{name} moved to {home}.{name}; import it from there",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            return getattr(module, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = moved_names(
+    __name__,
+    {
+        **dict.fromkeys(
+            ["AdvantageFn", "Batch", "Trainer", "TrainerConfig", "train"],
+            "xpgym.reference.trainer",
+        ),
+        **dict.fromkeys(
+            [
+                "aggregate_loss",
+                "entropy_from_logits",
+                "kl_penalty",
+                "logprobs_from_logits",
+                "policy_loss",
+                "token_logprobs",
+                "value_loss",
+            ],
+            "xpgym.reference.losses",
+        ),
+    },
+)

@@ -1,6 +1,6 @@
 """Deprecated: moved to `xpgym.envs.common.presets`."""
 
-from xpgym.envs.common.deprecation import moved_names
+from xpgym.core.deprecation import moved_names
 
 __getattr__ = moved_names(
     __name__,

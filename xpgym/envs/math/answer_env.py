@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from xpgym.core.deprecation import moved_names
 from xpgym.envs.common import answer_env
-from xpgym.envs.common.deprecation import moved_names
 from xpgym.envs.math.grading import DEFAULT_TIMEOUT_S, default_grader
 
 __all__ = ["MathAnswerEnv"]

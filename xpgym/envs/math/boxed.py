@@ -1,5 +1,5 @@
 """Deprecated: moved to `xpgym.envs.common.answers`."""
 
-from xpgym.envs.common.deprecation import moved_names
+from xpgym.core.deprecation import moved_names
 
 __getattr__ = moved_names(__name__, {"last_boxed": "xpgym.envs.common.answers"})
