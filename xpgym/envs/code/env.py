@@ -53,8 +53,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from xpgym.core.env import Env
+from xpgym.core.sandbox import Sandbox, SandboxLimits, default_sandbox
 from xpgym.core.text import shorten_end
-from xpgym.core.tools.sandbox import Sandbox, SandboxLimits, default_sandbox
 from xpgym.envs.code.judge import VERDICTS, TestOutcome, extract_code, judge
 from xpgym.envs.code.problems import (
     CallTest,

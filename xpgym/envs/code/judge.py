@@ -52,14 +52,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from xpgym.core.text import shorten_end
-from xpgym.core.tools.sandbox import (
+from xpgym.core.sandbox import (
     Sandbox,
     SandboxError,
     SandboxLimits,
     SandboxResult,
     SandboxUnavailableError,
 )
+from xpgym.core.text import shorten_end
 from xpgym.envs.code.problems import CallTest, CodeProblem, IOTest
 
 __all__ = [

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xpgym.core.tools.sandbox import DEFAULT_PRELOAD, Sandbox, SandboxLimits
+from xpgym.core.sandbox import DEFAULT_PRELOAD, Sandbox, SandboxLimits
 
 __all__ = ["SCORER_DIR", "ScoreResult", "score_answer", "scorer_sandbox"]
 

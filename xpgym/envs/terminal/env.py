@@ -52,8 +52,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from xpgym.core.env import Env
+from xpgym.core.sandbox import Sandbox, default_sandbox
 from xpgym.core.tools.calls import find_tag
-from xpgym.core.tools.sandbox import Sandbox, default_sandbox
 from xpgym.envs.terminal.tasks import TASKS, TerminalTask, task_by_name
 from xpgym.envs.terminal.workspace import (
     FLOOD_BYTES,

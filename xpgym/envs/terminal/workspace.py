@@ -33,13 +33,13 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from xpgym.core.text import join_cut
-from xpgym.core.tools.sandbox import (
+from xpgym.core.sandbox import (
     Sandbox,
     SandboxError,
     SandboxLimits,
     SandboxUnavailableError,
 )
+from xpgym.core.text import join_cut
 
 __all__ = [
     "ARCHIVE_BYTES",
