@@ -1,18 +1,19 @@
-"""Tools: the `Tool` contract, the shared call parsers, and tool variants of registered envs.
+"""Tools: the `Tool` contract, the shared call parsers, and the tools.
 
 * `base`: `Tool`, `ToolCall`, `ToolResult` (the contract every tool implements).
 * `calls`: parsers for the two call formats (tag style ``<python>...</python>`` and JSON
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``), argument validation and
   instruction text; `parse_call` is a ready-made `Tool.parse`.
-* `variants`: `register_tool_variant`, the ``<base id>-<toolset>`` id convention.
 * Tools: `python.PythonTool` (code run in `xpgym.core.sandbox.Sandbox`, a bubblewrap
   sandbox), `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
   `mcp.MCPToolset` (one `Tool` per function of an MCP server).
-* The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`.
+* The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`; tool
+  variants of registered envs (`register_tool_variant`) are in
+  `xpgym.core.wrappers.tool_variants`.
 
 Importing this package imports no tool implementation; names listed in `_LAZY` load their
-module on first use. The sandbox's names, once here, moved to `xpgym.core.sandbox` (see
-`_MOVED`): they still work and warn with `DeprecationWarning`.
+module on first use. The sandbox's names and the tool-variant functions, once here, moved
+(see `_MOVED`): they still work and warn with `DeprecationWarning`.
 """
 
 from __future__ import annotations
@@ -56,15 +57,11 @@ __all__ = [
     "make_mcp_tools",
     "make_search_tool",
     "parse_call",
-    "register_tool_variant",
-    "tool_variant_id",
     "validate_arguments",
 ]
 
 # Name -> module, imported on first attribute access (tool implementations add theirs here).
 _LAZY: dict[str, str] = {
-    "register_tool_variant": "xpgym.core.tools.variants",
-    "tool_variant_id": "xpgym.core.tools.variants",
     "PythonTool": "xpgym.core.tools.python",
     "SearchTool": "xpgym.core.tools.search",
     "LocalSearchIndex": "xpgym.core.tools.search",
@@ -77,6 +74,8 @@ _LAZY: dict[str, str] = {
 
 # Name -> its new home: these names were importable from here before they moved.
 _MOVED: dict[str, str] = {
+    "register_tool_variant": "xpgym.core.wrappers.tool_variants",
+    "tool_variant_id": "xpgym.core.wrappers.tool_variants",
     "Sandbox": "xpgym.core.sandbox",
     "SandboxLimits": "xpgym.core.sandbox",
     "SandboxResult": "xpgym.core.sandbox",
