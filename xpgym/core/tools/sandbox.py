@@ -5,22 +5,7 @@ It is an execution substrate (code, terminal and reasoning-gym envs use it, as d
 `DeprecationWarning` when used.
 """
 
+from xpgym.core import sandbox as _new_home
 from xpgym.core.deprecation import moved_names
 
-__getattr__ = moved_names(
-    __name__,
-    dict.fromkeys(
-        (
-            "DEFAULT_PRELOAD",
-            "EXIT_REASONS",
-            "UNSAFE_NO_SANDBOX",
-            "Sandbox",
-            "SandboxError",
-            "SandboxLimits",
-            "SandboxResult",
-            "SandboxUnavailableError",
-            "default_sandbox",
-        ),
-        "xpgym.core.sandbox",
-    ),
-)
+__getattr__ = moved_names(__name__, dict.fromkeys(_new_home.__all__, _new_home.__name__))

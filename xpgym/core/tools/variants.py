@@ -6,11 +6,6 @@ Kept so that old imports and env specs whose entry point is the string
 """
 
 from xpgym.core.deprecation import moved_names
+from xpgym.core.wrappers import tool_variants as _new_home
 
-__getattr__ = moved_names(
-    __name__,
-    dict.fromkeys(
-        ("ToolsFactory", "make_tool_env", "register_tool_variant", "tool_variant_id"),
-        "xpgym.core.wrappers.tool_variants",
-    ),
-)
+__getattr__ = moved_names(__name__, dict.fromkeys(_new_home.__all__, _new_home.__name__))
