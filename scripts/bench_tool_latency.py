@@ -53,9 +53,9 @@ sys.path.insert(0, str(REPO))
 
 import bench_vs_gem  # noqa: E402  (the GEM virtualenv logic lives there)
 
-from xpgym.core.tools import sandbox as sandbox_module  # noqa: E402
+from xpgym.core.sandbox import Sandbox, SandboxLimits  # noqa: E402
+from xpgym.core.sandbox import host as sandbox_host  # noqa: E402
 from xpgym.core.tools.python import PythonTool  # noqa: E402
-from xpgym.core.tools.sandbox import Sandbox, SandboxLimits  # noqa: E402
 
 DEFAULT_OUTPUT = REPO / "results" / "bench_tool_latency.json"
 CONCURRENCY = 16
@@ -178,8 +178,8 @@ def bwrap_spawn_command() -> list[str]:
     bwrap = shutil.which("bwrap")
     if bwrap is None:
         raise SystemExit("bwrap is not installed (apt-get install bubblewrap)")
-    mounts = sandbox_module._bwrap_mount_args(())
-    python = sandbox_module._interpreter()
+    mounts = sandbox_host.bwrap_mount_args(())
+    python = sandbox_host.interpreter()
     namespaces = ["--unshare-all", "--die-with-parent", "--new-session"]
     return [bwrap, *namespaces, *mounts, "--", python, "-I", "-S", "-c", "print(1)"]
 
@@ -305,7 +305,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     args.gem_python = None
-    args.bare_python = sandbox_module._interpreter()
+    args.bare_python = sandbox_host.interpreter()
     if not args.no_gem:
         base = getattr(sys, "_base_executable", sys.executable)
         args.gem_python = bench_vs_gem.ensure_gem_venv(args.gem_venv.expanduser(), base)

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import xpgym
 from xpgym.core.checks import check_env
-from xpgym.core.tools.sandbox import Sandbox, SandboxUnavailableError, default_sandbox
+from xpgym.core.sandbox import Sandbox, SandboxUnavailableError, default_sandbox
 from xpgym.envs.code.env import NO_CODE_REWARD, CodeEnv
 from xpgym.envs.code.judge import extract_code, outputs_match, returns_match
 from xpgym.envs.code.problems import (

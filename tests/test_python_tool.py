@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from toy_envs import ToyEnv
 
-from xpgym.core.tools import ToolCall
-from xpgym.core.tools.python import PythonTool
-from xpgym.core.tools.sandbox import (
+from xpgym.core.sandbox import (
     Sandbox,
     SandboxError,
     SandboxLimits,
     SandboxResult,
     SandboxUnavailableError,
 )
+from xpgym.core.tools import ToolCall
+from xpgym.core.tools.python import PythonTool
 from xpgym.core.wrappers.tools import ToolEnvWrapper
 
 

@@ -25,6 +25,8 @@ from xpgym.core.registry import (
     make_vec,
     register,
     register_alias,
+    register_family,
+    register_scheme,
     spec,
 )
 
@@ -239,6 +241,94 @@ def test_aliases_are_listed_only_on_request():
     assert list_envs("game:Toy-*", include_aliases=True) == ["game:Toy-v0", "game:Toy-v1"]
 
 
+# ------------------------------------------------------------------- id schemes
+
+
+def toy_scheme_spec(env_id: str) -> EnvSpec:
+    """Resolver of the test scheme ``toys:<n>``: a `ToyEnv` of episode length ``n``."""
+    return EnvSpec(env_id, TOY, {"episode_length": int(env_id.partition(":")[2])})
+
+
+@pytest.fixture
+def schemes(monkeypatch):
+    """Registered schemes and families restored after the test."""
+    monkeypatch.setattr(reg, "_schemes", dict(reg._schemes))
+    monkeypatch.setattr(reg, "_families", dict(reg._families))
+
+
+def test_scheme_ids_are_resolved_by_the_schemes_resolver(schemes):
+    register_scheme("toys", toy_scheme_spec)
+    env = make("toys:3")
+    assert (env.episode_length, env.spec.id) == (3, "toys:3")
+    assert spec("toys:5").kwargs == {"episode_length": 5}
+
+
+def test_scheme_resolver_string_is_imported_on_first_lookup(schemes, lazy_module):
+    register_scheme("lazy", f"{lazy_module}:lazy_spec")
+    assert lazy_module not in sys.modules
+    assert spec("lazy:anything/at:all").id == "lazy:anything/at:all"
+    assert lazy_module in sys.modules
+
+
+def test_make_vec_accepts_scheme_ids(schemes):
+    register_scheme("toys", toy_scheme_spec)
+    with make_vec("toys:4", 2) as vec:
+        assert vec.num_envs == 2
+
+
+def test_unknown_scheme_error_names_the_registered_schemes(schemes):
+    register_scheme("toys", toy_scheme_spec)
+    with pytest.raises(UnknownEnvError, match=r"'nope' is neither an env category nor an id "):
+        make("nope:http://host/game:Toy-v0")
+    with pytest.raises(UnknownEnvError, match=r"schemes: 'remote:', 'toys:'"):
+        make("nope:http://host/game:Toy-v0")
+
+
+def test_duplicate_scheme_registration_raises(schemes):
+    register_scheme("toys", toy_scheme_spec)
+    with pytest.raises(ValueError, match="'toys' is registered; pass override=True"):
+        register_scheme("toys", "elsewhere:resolver")
+
+
+def test_scheme_override_replaces_the_resolver(schemes):
+    register_scheme("toys", "elsewhere:resolver")
+    register_scheme("toys", toy_scheme_spec, override=True)
+    assert spec("toys:2").kwargs == {"episode_length": 2}
+
+
+@pytest.mark.parametrize("scheme", ["Remote", "re-mote", "", "1x"])
+def test_malformed_scheme_names_are_rejected(schemes, scheme):
+    with pytest.raises(ValueError, match="must match"):
+        register_scheme(scheme, toy_scheme_spec)
+
+
+def test_malformed_scheme_resolver_strings_are_rejected(schemes):
+    with pytest.raises(ValueError, match=re.escape("must look like 'package.module:function'")):
+        register_scheme("toys", "no_colon")
+
+
+def test_scheme_cannot_take_the_category_of_registered_ids_or_a_family(schemes):
+    with pytest.raises(ValueError, match="category of registered ids"):
+        register_scheme("game", toy_scheme_spec)
+    register_family("fam", list)
+    with pytest.raises(ValueError, match="category of a family"):
+        register_scheme("fam", toy_scheme_spec)
+
+
+def test_ids_and_families_cannot_use_a_scheme_as_category(schemes):
+    register_scheme("toys", toy_scheme_spec)
+    with pytest.raises(ValueError, match="'toys' is an id scheme"):
+        register("toys:Toy-v0", TOY)
+    with pytest.raises(ValueError, match="'toys' is an id scheme"):
+        register_family("toys", list)
+
+
+def test_remote_scheme_is_registered_by_import_xpgym():
+    remote = spec("remote:http://127.0.0.1:1/game:GuessTheNumber-v0")
+    assert remote.entry_point == "xpgym.remote.client:RemoteEnv"
+    assert dict(remote.kwargs) == {"url": "http://127.0.0.1:1", "env_id": "game:GuessTheNumber-v0"}
+
+
 # ------------------------------------------------------------------ lazy imports
 
 
@@ -251,8 +341,13 @@ def lazy_module(tmp_path, monkeypatch):
             """
             from toy_envs import ToyEnv
 
+            from xpgym.core.registry import EnvSpec
+
             class LazyEnv(ToyEnv):
                 '''A lazily imported env.'''
+
+            def lazy_spec(env_id):
+                return EnvSpec(env_id, "toy_envs:ToyEnv")
             """
         )
     )
@@ -435,6 +530,7 @@ print(__import__("json").dumps({
     "heavy": heavy,
     "new_root_handlers": len(logging.getLogger().handlers) - len(root_handlers),
     "env_modules": sorted(m for m in sys.modules if m.startswith("xpgym.envs.games.")),
+    "remote_modules": sorted(m for m in sys.modules if m.startswith("xpgym.remote.")),
 }))
 """
 
@@ -458,6 +554,10 @@ def test_import_xpgym_installs_no_root_logging_handler(import_probe):
 
 def test_import_xpgym_imports_no_env_module(import_probe):
     assert import_probe[0]["env_modules"] == []
+
+
+def test_import_xpgym_imports_neither_the_remote_client_nor_the_server(import_probe):
+    assert import_probe[0]["remote_modules"] == []
 
 
 def test_import_xpgym_prints_nothing():

@@ -1,4 +1,4 @@
-"""`xpgym.core.tools.sandbox`: behaviour, limits, isolation, and hostile programs.
+"""`xpgym.core.sandbox`: behaviour, limits, isolation, and hostile programs.
 
 Hostile tests run what a model might write to escape or hurt the host, then check the HOST
 afterwards (files, listeners, processes), not only what the program printed. Timing
@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
-from xpgym.core.tools import sandbox as sandbox_module
-from xpgym.core.tools.sandbox import (
+from xpgym.core import sandbox as sandbox_module
+from xpgym.core.sandbox import (
     EXIT_REASONS,
     UNSAFE_NO_SANDBOX,
     Sandbox,
@@ -34,6 +34,7 @@ from xpgym.core.tools.sandbox import (
     SandboxResult,
     SandboxUnavailableError,
 )
+from xpgym.core.sandbox import host as sandbox_host
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = SandboxLimits(cpu_seconds=2, wall_timeout_s=10)
@@ -626,7 +627,7 @@ def test_sandbox_made_in_a_thread_that_ended_keeps_working() -> None:
 def test_killing_the_host_process_ends_its_calls() -> None:
     name = marker()
     host = (
-        "from xpgym.core.tools.sandbox import Sandbox\n"
+        "from xpgym.core.sandbox import Sandbox\n"
         "box = Sandbox(pool_size=1)\n"
         "print('ready', flush=True)\n"
         f"box.run_python(\"import os; os.execv('/bin/sleep', [{name!r}, '1000'])\")\n"
@@ -786,7 +787,7 @@ def test_preloaded_module_that_starts_a_thread_is_refused(shared_dir: Path) -> N
 def test_missing_bubblewrap_raises_unavailable_with_install_hint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: None)
+    monkeypatch.setattr(sandbox_host.shutil, "which", lambda name: None)
     with pytest.raises(SandboxUnavailableError, match="apt-get install bubblewrap"):
         Sandbox()
 
@@ -794,7 +795,7 @@ def test_missing_bubblewrap_raises_unavailable_with_install_hint(
 def test_sandbox_that_cannot_start_says_how_to_enable_namespaces(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(sandbox_module.shutil, "which", lambda name: "/bin/false")
+    monkeypatch.setattr(sandbox_host.shutil, "which", lambda name: "/bin/false")
     with pytest.raises(SandboxUnavailableError, match="unprivileged_userns_clone"):
         Sandbox()
 
@@ -802,7 +803,7 @@ def test_sandbox_that_cannot_start_says_how_to_enable_namespaces(
 def test_unsafe_backend_warns_every_time_it_is_constructed(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    with caplog.at_level(logging.WARNING, logger="xpgym.core.tools.sandbox"):
+    with caplog.at_level(logging.WARNING, logger="xpgym.core.sandbox"):
         Sandbox(backend=UNSAFE_NO_SANDBOX)
         Sandbox(backend=UNSAFE_NO_SANDBOX)
     assert sum("WITHOUT any isolation" in r.getMessage() for r in caplog.records) == 2
@@ -844,3 +845,28 @@ def test_forked_host_process_gets_its_own_sandbox(sandbox: Sandbox) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert sandbox.run_python("print(6)").stdout == "6\n"
+
+
+# ---------------------------------------------------------------------------------------
+# Old import paths (the sandbox was xpgym.core.tools.sandbox)
+# ---------------------------------------------------------------------------------------
+
+
+def test_old_module_path_still_gives_the_sandbox_and_warns() -> None:
+    with pytest.warns(DeprecationWarning, match=r"import it from xpgym\.core\.sandbox"):
+        from xpgym.core.tools.sandbox import Sandbox as OldSandbox
+    assert OldSandbox is Sandbox
+
+
+def test_old_tools_package_names_still_give_the_sandbox_and_warn() -> None:
+    import xpgym.core.tools
+
+    with pytest.warns(DeprecationWarning, match=r"xpgym\.core\.tools\.SandboxLimits moved"):
+        assert xpgym.core.tools.SandboxLimits is SandboxLimits
+
+
+def test_old_module_path_forwards_only_the_public_names() -> None:
+    import xpgym.core.tools.sandbox as old
+
+    with pytest.raises(AttributeError, match="_bwrap_mount_args"):
+        _ = old._bwrap_mount_args

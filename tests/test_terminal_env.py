@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import xpgym
 from xpgym.core.checks import check_env
-from xpgym.core.tools.sandbox import Sandbox, SandboxUnavailableError, default_sandbox
+from xpgym.core.sandbox import Sandbox, SandboxUnavailableError, default_sandbox
 from xpgym.envs import terminal as terminal_package
 from xpgym.envs.terminal import workspace as workspace_module
 from xpgym.envs.terminal.env import INVALID_REWARD, TerminalEnv, parse_action

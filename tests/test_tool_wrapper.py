@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 from collections.abc import Iterator
@@ -18,8 +19,8 @@ from xpgym.core.checks import check_env
 from xpgym.core.env import EpisodeFinishedError
 from xpgym.core.tools import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import function_schema, parse_call
-from xpgym.core.tools.variants import make_tool_env, register_tool_variant, tool_variant_id
 from xpgym.core.wrappers import ChatMessages, EpisodeStatistics, MaxTurns
+from xpgym.core.wrappers.tool_variants import make_tool_env, register_tool_variant, tool_variant_id
 from xpgym.core.wrappers.tools import ToolEnvWrapper
 
 # ---------------------------------------------------------------------------- fake tools
@@ -742,3 +743,34 @@ def test_make_tool_env_rejects_a_factory_that_returns_no_tools():
             base_entry_point="xpgym.envs.games.guess_the_number:GuessTheNumberEnv",
             tools_factory=names_not_tools,
         )
+
+
+def test_variant_entry_point_is_make_tool_env_next_to_the_wrapper(variant_id):
+    assert xpgym.spec(variant_id).entry_point == "xpgym.core.wrappers.tool_variants:make_tool_env"
+
+
+# ------------------------------------------------- old import paths (xpgym.core.tools.variants)
+
+
+def test_old_variants_module_still_gives_the_functions_and_warns():
+    with pytest.warns(DeprecationWarning, match=r"xpgym\.core\.wrappers\.tool_variants"):
+        from xpgym.core.tools.variants import register_tool_variant as old
+
+    assert old is register_tool_variant
+
+
+def test_old_tools_package_name_still_gives_register_tool_variant_and_warns():
+    import xpgym.core.tools
+
+    with pytest.warns(DeprecationWarning, match=r"xpgym\.core\.tools\.register_tool_variant"):
+        assert xpgym.core.tools.register_tool_variant is register_tool_variant
+
+
+def test_spec_with_the_old_entry_point_still_builds_and_warns(variant_id):
+    old = dataclasses.replace(
+        xpgym.spec(variant_id), entry_point="xpgym.core.tools.variants:make_tool_env"
+    )
+    with pytest.warns(DeprecationWarning, match=r"make_tool_env moved"):
+        env = registry.make_from_spec(old)
+    assert isinstance(env, ToolEnvWrapper)
+    assert [tool.name for tool in env.tools] == ["echo", "add"]

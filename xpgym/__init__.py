@@ -29,6 +29,7 @@ from xpgym.core.registry import (
     spec,
 )
 from xpgym.envs import register_builtin_envs
+from xpgym.remote import register_remote_scheme
 
 __version__ = "0.1.0.dev0"
 
@@ -82,3 +83,4 @@ def __dir__() -> list[str]:
 
 
 register_builtin_envs()
+register_remote_scheme()  # by name: imports neither xpgym.remote.client nor the server

@@ -25,8 +25,8 @@ from typing import Any
 
 import pytest
 
+from xpgym.core.sandbox import Sandbox, SandboxUnavailableError
 from xpgym.core.tools.python import PythonTool
-from xpgym.core.tools.sandbox import Sandbox, SandboxUnavailableError
 
 ROUNDS = 50
 CONCURRENCY = 16

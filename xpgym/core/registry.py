@@ -8,6 +8,10 @@ A *family* (`register_family`) is a whole category whose ids are enumerated lazi
 ``rg:`` ids, one per task of the optional package ``reasoning_gym``: its specs are built the
 first time one of its ids is looked up, or listed with a pattern that names the category.
 
+An id *scheme* (`register_scheme`) hands every id ``"<scheme>:..."`` to a resolver of the
+package that owns it, e.g. ``remote:http://host:8000/game:GuessTheNumber-v0`` to
+`xpgym.remote`: the registry knows no scheme itself and imports no package for one.
+
 Entry points are given as ``"package.module:Attr"`` strings and imported only when an env
 is made, so registering hundreds of envs costs no imports.
 """
@@ -45,6 +49,7 @@ __all__ = [
     "register",
     "register_alias",
     "register_family",
+    "register_scheme",
     "registry",
     "spec",
 ]
@@ -135,6 +140,8 @@ _aliases: dict[str, str] = {}
 _warned_aliases: set[str] = set()
 _families: dict[str, str | Callable[[], Iterable[EnvSpec]]] = {}
 _family_specs: dict[str, dict[str, EnvSpec]] = {}
+_schemes: dict[str, str | Callable[[str], EnvSpec]] = {}
+_CATEGORY = re.compile(r"[a-z][a-z0-9_]*")
 
 
 def register(
@@ -169,6 +176,7 @@ def register(
         raise ValueError(f"entry point {entry_point!r} must look like 'package.module:Attr'")
     if not isinstance(entry_point, str) and not callable(entry_point):
         raise TypeError(f"entry point for {id!r} must be a 'module:Attr' string or a callable")
+    _check_not_a_scheme(id.partition(":")[0])
     if (id in registry or id in _aliases) and not override:
         raise ValueError(f"env id {id!r} is already registered; pass override=True to replace it")
     _aliases.pop(id, None)
@@ -215,12 +223,65 @@ def register_family(
     Raises:
         ValueError: `category` is malformed or already has a family and `override` is false.
     """
-    if not re.fullmatch(r"[a-z][a-z0-9_]*", category):
+    if not _CATEGORY.fullmatch(category):
         raise ValueError(f"family category {category!r} must match [a-z][a-z0-9_]*")
     if category in _families and not override:
         raise ValueError(f"a family for {category!r} is registered; pass override=True")
+    _check_not_a_scheme(category)
     _families[category] = specs
     _family_specs.pop(category, None)
+
+
+def register_scheme(
+    scheme: str, resolver: str | Callable[[str], EnvSpec], *, override: bool = False
+) -> None:
+    """Hand every id ``"<scheme>:..."`` to `resolver`, which returns the id's `EnvSpec`.
+
+    A scheme lets a package outside the core make ids of its own form resolvable: `make`,
+    `spec` and `make_vec` call ``resolver(env_id)`` with the whole id for any id that starts
+    with ``"<scheme>:"``, before registered ids, aliases and families are looked at. The
+    rest of the id need not look like ``Name-vN`` (``remote:http://host:8000/game:X-v0``);
+    the resolver raises `ValueError` for one it cannot read, and should return a spec with a
+    string entry point so that `make_vec` with processes can pickle it. `list_envs` does not
+    list scheme ids (they name envs elsewhere, e.g. on a server).
+
+    Give `resolver` as a ``"module:function"`` string to keep registration free: it is
+    imported the first time an id of the scheme is looked up. That is how the core stays
+    free of the packages that own schemes: `xpgym.remote.register_remote_scheme` (called by
+    `import xpgym`) registers ``"xpgym.remote.client:remote_spec"`` for ``remote:``, so the
+    HTTP client is imported by the first remote id, and the registry imports nothing of it.
+
+    Args:
+        scheme: The part before the first ``":"``, ``[a-z][a-z0-9_]*`` (e.g. ``"remote"``).
+        resolver: ``"module:function"`` or a callable taking the id and returning its spec.
+        override: Replace an existing registration of `scheme` instead of raising.
+
+    Raises:
+        ValueError: `scheme` or the resolver string is malformed, `scheme` is registered
+            already (and `override` is false), or it is the category of registered ids or of
+            a family (their ids would become unreachable).
+    """
+    if not _CATEGORY.fullmatch(scheme):
+        raise ValueError(f"id scheme {scheme!r} must match [a-z][a-z0-9_]*")
+    if isinstance(resolver, str) and not re.fullmatch(r"[\w.]+:[\w.]+", resolver):
+        raise ValueError(f"scheme resolver {resolver!r} must look like 'package.module:function'")
+    if not isinstance(resolver, str) and not callable(resolver):
+        raise TypeError(f"resolver of scheme {scheme!r} must be a 'module:function' or a callable")
+    if scheme in _schemes and not override:
+        raise ValueError(f"id scheme {scheme!r} is registered; pass override=True to replace it")
+    taken = [i for i in (*registry, *_aliases) if i.partition(":")[0] == scheme]
+    if taken or scheme in _families:
+        what = f"registered ids ({taken[0]!r}, ...)" if taken else "a family"
+        raise ValueError(f"{scheme!r} cannot be an id scheme: it is the category of {what}")
+    _schemes[scheme] = resolver
+
+
+def _check_not_a_scheme(category: str) -> None:
+    if category in _schemes:
+        raise ValueError(
+            f"{category!r} is an id scheme (register_scheme): its ids go to the scheme's "
+            "resolver, so it cannot be a category of registered ids or families"
+        )
 
 
 def _family(category: str) -> dict[str, EnvSpec]:
@@ -262,10 +323,9 @@ def spec(env_id: str) -> EnvSpec:
 def _lookup(env_id: str) -> EnvSpec:
     """`spec`'s body; call it directly from public functions so that the alias warning
     points at their caller's line."""
-    if isinstance(env_id, str) and env_id.startswith("remote:"):
-        from xpgym.remote.client import remote_spec  # lazy: only remote ids pay the import
-
-        return remote_spec(env_id)
+    scheme = env_id.partition(":")[0] if isinstance(env_id, str) else None
+    if scheme in _schemes:
+        return load_entry_point(_schemes[scheme])(env_id)
     resolved = _resolve(env_id)
     if resolved in registry:
         return registry[resolved]
@@ -282,6 +342,9 @@ def _lookup(env_id: str) -> EnvSpec:
     if not close:  # e.g. 'game:GuessTheNumber' without version: match on the prefix
         close = sorted(k for k in known if k.lower().startswith(env_id.lower()))[:3]
     hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+    if not ENV_ID_PATTERN.match(env_id) and all(k.partition(":")[0] != category for k in known):
+        schemes = ", ".join(f"'{s}:'" for s in sorted(_schemes)) or "none"
+        hint += f"; {category!r} is neither an env category nor an id scheme (schemes: {schemes})"
     raise UnknownEnvError(f"unknown env id {env_id!r}{hint} (see `python -m xpgym list`)")
 
 

@@ -5,27 +5,61 @@
 * Client: ``xpgym.make("remote:http://127.0.0.1:8000/game:GuessTheNumber-v0")`` or
   `RemoteEnv` directly; failure handling is documented in `xpgym.remote.client`.
 
-The server side needs ``starlette`` and ``uvicorn``; the client only the standard library.
+The ``remote:`` ids are this package's id scheme: `register_remote_scheme` hands them to
+`remote_spec` through `xpgym.core.registry.register_scheme`, and `import xpgym` calls it, so
+the core never imports this package. The resolver is registered by name, and this package
+imports its modules on first use, so that `import xpgym` imports neither the client (the
+standard library's HTTP client) nor the server (``starlette`` and ``uvicorn``).
 """
 
-from xpgym.remote.client import RemoteEnv, RemoteEnvError, parse_remote_id, remote_spec
+from __future__ import annotations
+
+import importlib
+
+from xpgym.core.registry import register_scheme
 
 __all__ = [
+    "SCHEME",
     "BackgroundServer",
     "EnvServer",
     "RemoteEnv",
     "RemoteEnvError",
     "create_app",
     "parse_remote_id",
+    "register_remote_scheme",
     "remote_spec",
     "serve",
 ]
 
+SCHEME = "remote"
+"""Remote ids are ``"remote:<server url>/<env id>"``."""
+
+# Name -> module, imported on first attribute access.
+_LAZY = {
+    "RemoteEnv": "xpgym.remote.client",
+    "RemoteEnvError": "xpgym.remote.client",
+    "parse_remote_id": "xpgym.remote.client",
+    "remote_spec": "xpgym.remote.client",
+    "BackgroundServer": "xpgym.remote.server",
+    "EnvServer": "xpgym.remote.server",
+    "create_app": "xpgym.remote.server",
+    "serve": "xpgym.remote.server",
+}
+
+
+def register_remote_scheme() -> None:
+    """Make ``remote:`` ids resolvable by `xpgym.make`, `spec` and `make_vec`; imports nothing.
+
+    `import xpgym` calls it once.
+    """
+    register_scheme(SCHEME, "xpgym.remote.client:remote_spec")
+
 
 def __getattr__(name: str) -> object:
-    # The server pulls in starlette/uvicorn: import it only when asked for.
-    if name in ("BackgroundServer", "EnvServer", "create_app", "serve"):
-        from xpgym.remote import server
-
-        return getattr(server, name)
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'xpgym.remote' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

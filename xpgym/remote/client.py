@@ -38,12 +38,13 @@ from typing import Any
 
 from xpgym.core.env import Env
 from xpgym.core.registry import EnvSpec
+from xpgym.remote import SCHEME
 
 __all__ = ["CLIENT_OPTIONS", "RemoteEnv", "RemoteEnvError", "parse_remote_id", "remote_spec"]
 
 logger = logging.getLogger(__name__)
 
-REMOTE_PREFIX = "remote:"
+REMOTE_PREFIX = f"{SCHEME}:"
 CLIENT_OPTIONS = ("timeout", "connect_timeout", "max_retries")
 """Keyword arguments of ``make("remote:...")`` that configure the client, not the env."""
 
@@ -94,8 +95,9 @@ def parse_remote_id(remote_id: str) -> tuple[str, str]:
 def remote_spec(remote_id: str) -> EnvSpec:
     """The `EnvSpec` for a ``remote:`` id: its entry point builds a `RemoteEnv`.
 
-    Used by the registry, so that `make`, `spec` and `make_vec` accept remote ids. The spec
-    pickles (string entry point), so it works in worker processes.
+    The resolver of the ``remote:`` id scheme (`xpgym.remote.register_remote_scheme`), so
+    that `make`, `spec` and `make_vec` accept remote ids. The spec pickles (string entry
+    point), so it works in worker processes.
     """
     url, env_id = parse_remote_id(remote_id)
     return EnvSpec(

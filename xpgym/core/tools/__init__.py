@@ -1,17 +1,19 @@
-"""Tools: the `Tool` contract, the shared call parsers, and tool variants of registered envs.
+"""Tools: the `Tool` contract, the shared call parsers, and the tools.
 
 * `base`: `Tool`, `ToolCall`, `ToolResult` (the contract every tool implements).
 * `calls`: parsers for the two call formats (tag style ``<python>...</python>`` and JSON
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``), argument validation and
   instruction text; `parse_call` is a ready-made `Tool.parse`.
-* `variants`: `register_tool_variant`, the ``<base id>-<toolset>`` id convention.
-* Tools: `python.PythonTool` (code run in `sandbox.Sandbox`, a bubblewrap sandbox),
-  `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
+* Tools: `python.PythonTool` (code run in `xpgym.core.sandbox.Sandbox`, a bubblewrap
+  sandbox), `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
   `mcp.MCPToolset` (one `Tool` per function of an MCP server).
-* The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`.
+* The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`; tool
+  variants of registered envs (`register_tool_variant`) are in
+  `xpgym.core.wrappers.tool_variants`.
 
 Importing this package imports no tool implementation; names listed in `_LAZY` load their
-module on first use.
+module on first use. The sandbox's names and the tool-variant functions, once here, moved
+(see `_MOVED`): they still work and warn with `DeprecationWarning`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from xpgym.core.deprecation import moved_names
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import (
     FunctionCall,
@@ -40,16 +43,11 @@ __all__ = [
     "MCPFunctionTool",
     "MCPToolset",
     "PythonTool",
-    "Sandbox",
-    "SandboxLimits",
-    "SandboxResult",
-    "SandboxUnavailableError",
     "SearchTool",
     "TagMatch",
     "Tool",
     "ToolCall",
     "ToolResult",
-    "default_sandbox",
     "find_fenced_block",
     "find_function_calls",
     "find_tag",
@@ -59,21 +57,12 @@ __all__ = [
     "make_mcp_tools",
     "make_search_tool",
     "parse_call",
-    "register_tool_variant",
-    "tool_variant_id",
     "validate_arguments",
 ]
 
 # Name -> module, imported on first attribute access (tool implementations add theirs here).
 _LAZY: dict[str, str] = {
-    "register_tool_variant": "xpgym.core.tools.variants",
-    "tool_variant_id": "xpgym.core.tools.variants",
     "PythonTool": "xpgym.core.tools.python",
-    "Sandbox": "xpgym.core.tools.sandbox",
-    "SandboxLimits": "xpgym.core.tools.sandbox",
-    "SandboxResult": "xpgym.core.tools.sandbox",
-    "SandboxUnavailableError": "xpgym.core.tools.sandbox",
-    "default_sandbox": "xpgym.core.tools.sandbox",
     "SearchTool": "xpgym.core.tools.search",
     "LocalSearchIndex": "xpgym.core.tools.search",
     "HTTPSearchBackend": "xpgym.core.tools.search",
@@ -83,11 +72,23 @@ _LAZY: dict[str, str] = {
     "make_mcp_tools": "xpgym.core.tools.mcp",
 }
 
+# Name -> its new home: these names were importable from here before they moved.
+_MOVED: dict[str, str] = {
+    "register_tool_variant": "xpgym.core.wrappers.tool_variants",
+    "tool_variant_id": "xpgym.core.wrappers.tool_variants",
+    "Sandbox": "xpgym.core.sandbox",
+    "SandboxLimits": "xpgym.core.sandbox",
+    "SandboxResult": "xpgym.core.sandbox",
+    "SandboxUnavailableError": "xpgym.core.sandbox",
+    "default_sandbox": "xpgym.core.sandbox",
+}
+_moved = moved_names(__name__, _MOVED)
+
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module 'xpgym.core.tools' has no attribute {name!r}")
+    return _moved(name)
 
 
 def __dir__() -> list[str]:

@@ -4,7 +4,7 @@ Call formats (parsed by the shared `xpgym.core.tools.calls.parse_call`; the firs
 the text wins): ``<python>code</python>``, a fenced ````` ```python ````` (or ``py``) block,
 and ``<tool_call>{"name": "python", "arguments": {"code": "..."}}</tool_call>``.
 
-The code runs exactly once, in a fresh `xpgym.core.tools.sandbox.Sandbox` call (no network,
+The code runs exactly once, in a fresh `xpgym.core.sandbox.Sandbox` call (no network,
 no host files, nothing kept between calls). Unlike GEM's ``PythonCodeTool``, nothing is
 re-run on ``NameError`` and nothing is checked against a keyword blocklist: the sandbox,
 not the text of the code, is what keeps the host safe.
@@ -21,7 +21,7 @@ longer stream keeps its start and end around a line ``...[N characters cut]...``
   1024 MiB)]``, ``[output_limit: output over 1048576 bytes, cut]``.
 
 `ToolResult.ok` is `True` exactly when the program exited with status 0; `ToolResult.info`
-holds ``exit_reason`` (one of `xpgym.core.tools.sandbox.EXIT_REASONS`), ``exit_code``,
+holds ``exit_reason`` (one of `xpgym.core.sandbox.EXIT_REASONS`), ``exit_code``,
 ``duration_s``, ``cpu_time_s`` and ``output_truncated``.
 """
 
@@ -30,10 +30,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
-from xpgym.core.text import shorten_middle
-from xpgym.core.tools.base import Tool, ToolCall, ToolResult
-from xpgym.core.tools.calls import function_schema, parse_call
-from xpgym.core.tools.sandbox import (
+from xpgym.core.sandbox import (
     Sandbox,
     SandboxError,
     SandboxLimits,
@@ -41,6 +38,9 @@ from xpgym.core.tools.sandbox import (
     SandboxUnavailableError,
     default_sandbox,
 )
+from xpgym.core.text import shorten_middle
+from xpgym.core.tools.base import Tool, ToolCall, ToolResult
+from xpgym.core.tools.calls import function_schema, parse_call
 
 __all__ = ["PythonTool"]
 
@@ -66,7 +66,7 @@ class PythonTool(Tool):
 
     Args:
         sandbox: The sandbox to run code in; `None` uses the process-wide
-            `xpgym.core.tools.sandbox.default_sandbox()`, started on first use. The tool never
+            `xpgym.core.sandbox.default_sandbox()`, started on first use. The tool never
             closes a sandbox (it may be shared).
         limits: Limits of each run; `None` uses ``SandboxLimits()`` (5 s of CPU, 10 s of wall
             clock, 1 GiB of memory, 1 MiB of captured output per stream).

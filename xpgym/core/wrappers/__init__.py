@@ -10,6 +10,8 @@
   ``info["parsed_action"]``, so the wrappers above label its output with the ``"tool"``
   chat role, record the call instead of the raw text, and count the calls in
   ``info["episode"]["tool_calls"]``.
+* `tool_variants`: `register_tool_variant` registers ``<base id>-<toolset>`` ids whose envs
+  are the base env in a ``ToolEnvWrapper`` with fresh tools.
 
 Usual order, innermost first: tools, limits, observation, statistics, e.g.
 ``EpisodeStatistics(ChatTemplate(MaxTurns(ToolEnvWrapper(env, ...), 10), tokenizer))``.

@@ -8,7 +8,7 @@ Episode rules:
 * Every `step()` is one attempt. The code is the **last** fenced block of the action in
   Python or without a language (````` ```python ````` ... ````` ``` `````; the exact rule is
   in `xpgym.envs.code.judge`). It runs on the problem's tests, each in a fresh sandbox call
-  (`xpgym.core.tools.sandbox`: no network, no host files, CPU/memory/output limits), and each
+  (`xpgym.core.sandbox`: no network, no host files, CPU/memory/output limits), and each
   test gets a verdict: passed, wrong answer, runtime error, timeout, memory limit, output
   limit (see `xpgym.envs.code.judge.VERDICTS`).
 * Single-turn by default (``max_turns=1``): the first attempt ends the episode
@@ -53,8 +53,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from xpgym.core.env import Env
+from xpgym.core.sandbox import Sandbox, SandboxLimits, default_sandbox
 from xpgym.core.text import shorten_end
-from xpgym.core.tools.sandbox import Sandbox, SandboxLimits, default_sandbox
 from xpgym.envs.code.judge import VERDICTS, TestOutcome, extract_code, judge
 from xpgym.envs.code.problems import (
     CallTest,

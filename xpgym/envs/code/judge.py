@@ -13,7 +13,7 @@ only whitespace is no code. Three backticks inside the code end the block early.
 Running and verdicts
 --------------------
 
-Every test is one fresh `xpgym.core.tools.sandbox.Sandbox` call (no network, no host files,
+Every test is one fresh `xpgym.core.sandbox.Sandbox` call (no network, no host files,
 nothing kept between tests) with the limits given to `judge`. A stdin/stdout solution runs as
 a program with the test input on stdin. A function-call solution runs under a small harness
 that executes the code as a module named ``solution`` (so an ``if __name__ == "__main__":``
@@ -52,14 +52,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from xpgym.core.text import shorten_end
-from xpgym.core.tools.sandbox import (
+from xpgym.core.sandbox import (
     Sandbox,
     SandboxError,
     SandboxLimits,
     SandboxResult,
     SandboxUnavailableError,
 )
+from xpgym.core.text import shorten_end
 from xpgym.envs.code.problems import CallTest, CodeProblem, IOTest
 
 __all__ = [

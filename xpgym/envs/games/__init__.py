@@ -7,7 +7,7 @@ registered id has a golden transcript in ``tests/golden`` (``scripts/record_gold
 from __future__ import annotations
 
 from xpgym.core.registry import register
-from xpgym.core.tools.variants import register_tool_variant
+from xpgym.core.wrappers.tool_variants import register_tool_variant
 
 
 def register_envs() -> None:

@@ -22,7 +22,7 @@ Eval ids sample rows at random like the others; sweep them in order with
 from __future__ import annotations
 
 from xpgym.core.registry import register
-from xpgym.core.tools.variants import register_tool_variant
+from xpgym.core.wrappers.tool_variants import register_tool_variant
 
 __all__ = ["register_envs"]
 

@@ -26,7 +26,7 @@ server, e.g. ``xpgym.make("qa:HotpotQA-v0-search", tools_kwargs={"url": URL})``.
 from __future__ import annotations
 
 from xpgym.core.registry import register
-from xpgym.core.tools.variants import register_tool_variant
+from xpgym.core.wrappers.tool_variants import register_tool_variant
 
 __all__ = ["MAX_SEARCH_CALLS", "register_envs"]
 

@@ -5,7 +5,7 @@ Why a sandbox: several tasks' scorers evaluate the answer as Python. In reasonin
 it, and ``simple_integration``, ``intermediate_integration``, ``polynomial_multiplication``,
 ``countdown`` and ``puzzle24`` call sympy's ``parse_expr`` (which evaluates too): an answer
 ``__import__('os').system(...)`` runs, and ``9**9**9**9`` never returns. So every answer is
-scored in a `xpgym.core.tools.sandbox.Sandbox` (no network, no host files, CPU, memory and
+scored in a `xpgym.core.sandbox.Sandbox` (no network, no host files, CPU, memory and
 wall-clock limits), never in the host process.
 
 The scoring sandbox sees the running interpreter's site-packages and the directory
@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from xpgym.core.tools.sandbox import DEFAULT_PRELOAD, Sandbox, SandboxLimits
+from xpgym.core.sandbox import DEFAULT_PRELOAD, Sandbox, SandboxLimits
 
 __all__ = ["SCORER_DIR", "ScoreResult", "score_answer", "scorer_sandbox"]
 

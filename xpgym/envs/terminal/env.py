@@ -8,7 +8,7 @@ Episode rules:
 * Every `step()` is one turn. The action runs **one** shell command: the content of the
   first ``<bash>...</bash>`` in the text, e.g. ``<bash>ls -la</bash>``. It runs as
   ``bash -c`` in the workspace (the working directory, also ``$HOME``), inside the sandbox
-  (`xpgym.core.tools.sandbox`: no network, no host files; coreutils, grep, sed, awk, find,
+  (`xpgym.core.sandbox`: no network, no host files; coreutils, grep, sed, awk, find,
   tar and ``python3`` with the standard library are there), with stdin ``/dev/null`` and a
   time limit (``command_timeout_s``). Files persist from one command to the next; the
   current directory, variables and processes do not (every process a command started is
@@ -52,8 +52,8 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from xpgym.core.env import Env
+from xpgym.core.sandbox import Sandbox, default_sandbox
 from xpgym.core.tools.calls import find_tag
-from xpgym.core.tools.sandbox import Sandbox, default_sandbox
 from xpgym.envs.terminal.tasks import TASKS, TerminalTask, task_by_name
 from xpgym.envs.terminal.workspace import (
     FLOOD_BYTES,

@@ -1,6 +1,6 @@
 """A terminal episode's workspace: files that persist across sandboxed shell commands.
 
-The sandbox (`xpgym.core.tools.sandbox`) gives every call a fresh, empty working directory,
+The sandbox (`xpgym.core.sandbox`) gives every call a fresh, empty working directory,
 so the workspace lives on the host between commands as one opaque value: a gzipped tar of
 the working directory (`bytes`). Each command is one sandbox call that runs
 `xpgym.envs.terminal.runner`: it unpacks the archive into the call's working directory, runs
@@ -33,13 +33,13 @@ from functools import cache
 from pathlib import Path, PurePosixPath
 from typing import Any, Final
 
-from xpgym.core.text import join_cut
-from xpgym.core.tools.sandbox import (
+from xpgym.core.sandbox import (
     Sandbox,
     SandboxError,
     SandboxLimits,
     SandboxUnavailableError,
 )
+from xpgym.core.text import join_cut
 
 __all__ = [
     "ARCHIVE_BYTES",
