@@ -46,10 +46,11 @@ import xpgym
 from xpgym.adapters.tiny_lm import build_tiny_model, build_tiny_tokenizer, env_corpus
 from xpgym.adapters.torch import Trainer, TrainerConfig, token_logprobs
 from xpgym.core.cli import parse_dataclass_args
+from xpgym.core.layouts import episode_rows
 from xpgym.core.policies import Generation
 from xpgym.core.policies.hf import HFPolicy
 from xpgym.core.rollout import RolloutCollector
-from xpgym.core.trajectory import Episode, episode_rows
+from xpgym.core.trajectory import Episode
 
 HELD_OUT_SEED = 2_000_003  # evaluation episodes' seeds derive from this; training never uses it
 CORPUS_SEED = 10_000_000  # episodes whose text builds the tokenizer's vocabulary

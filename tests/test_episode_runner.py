@@ -12,6 +12,7 @@ pytest.importorskip("transformers", reason="the runner tests build prompts with 
 from tiny_lm import EOS_ID, tiny_tokenizer
 from toy_envs import ToyEnv
 
+from xpgym.core.chat import ChatPromptBuilder
 from xpgym.core.episode_runner import (
     EpisodeTask,
     generation_from_ids,
@@ -20,8 +21,8 @@ from xpgym.core.episode_runner import (
     run_episode,
     task_env_pool,
 )
+from xpgym.core.layouts import episode_rows
 from xpgym.core.policies import Generation
-from xpgym.core.trajectory import ChatPromptBuilder, episode_rows
 
 TOKENIZER = tiny_tokenizer()
 BUILDER = ChatPromptBuilder(TOKENIZER)

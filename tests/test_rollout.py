@@ -14,10 +14,12 @@ import pytest
 from toy_envs import ToyEnv
 
 import xpgym
+from xpgym.core.chat import Prompt
 from xpgym.core.env import Env, Wrapper
-from xpgym.core.policies import ContextLengthError, Generation, Prompt
+from xpgym.core.layouts import episode_rows
+from xpgym.core.policies import ContextLengthError, Generation
 from xpgym.core.rollout import RolloutCollector, collect_episodes
-from xpgym.core.trajectory import Episode, Turn, episode_rows
+from xpgym.core.trajectory import Episode, Turn
 from xpgym.core.vector import SubEnvError, SyncVectorEnv, derive_seeds
 from xpgym.core.wrappers import ChatMessages, EpisodeStatistics
 
@@ -528,23 +530,3 @@ def test_tokens_mode_needs_a_tokenizer(make_vec):
 
 def test_auto_mode_uses_messages_without_a_tokenizer(make_vec):
     assert RolloutCollector(make_vec(), BinarySearchPolicy()).prompt_mode == "messages"
-
-
-def test_observation_messages_maps_text_and_chat_observations():
-    from xpgym.core.rollout import observation_messages
-
-    assert observation_messages("hi", {}, first=True) == [{"role": "user", "content": "hi"}]
-    tool = observation_messages("42", {"tool_calls": [{"name": "python"}]}, first=False)
-    assert tool == [{"role": "tool", "content": "42"}]
-    assert observation_messages("42", {"tool_calls": [1]}, first=True)[0]["role"] == "user"
-    chat = [
-        {"role": "user", "content": "a"},
-        {"role": "assistant", "content": "b"},
-        {"role": "user", "content": "c"},
-    ]
-    assert observation_messages(chat, {}, first=True) == chat
-    assert observation_messages(chat, {}, first=False) == chat[2:]
-    with pytest.raises(ValueError, match="nothing new"):
-        observation_messages(chat[:2], {}, first=False)
-    with pytest.raises(TypeError, match="str or chat-message"):
-        observation_messages(3, {}, first=True)

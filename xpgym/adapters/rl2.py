@@ -88,15 +88,16 @@ import_optional("RL2", needed_by="xpgym.adapters.rl2", install=_INSTALL)
 
 import torch  # noqa: E402
 
-from xpgym.core.batching import (  # noqa: E402
-    shift_to_predictions,
-    token_advantages,
-    zero_padded_positions,
-)
+from xpgym.core.advantages import token_advantages  # noqa: E402
+from xpgym.core.chat import ChatPromptBuilder, observation_messages  # noqa: E402
 from xpgym.core.env import Env  # noqa: E402
 from xpgym.core.episode_runner import EpisodeTask, task_env_pool  # noqa: E402
-from xpgym.core.rollout import observation_messages  # noqa: E402
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, episode_rows  # noqa: E402
+from xpgym.core.layouts import (  # noqa: E402
+    episode_rows,
+    shift_to_predictions,
+    zero_padded_positions,
+)
+from xpgym.core.trajectory import Episode  # noqa: E402
 
 __all__ = [
     "ENV_PATH",

@@ -122,7 +122,8 @@ from xpgym.core.advantages import (
     turn_gae,
     turn_rewards,
 )
-from xpgym.core.trajectory import Episode, PaddedRows, episode_rows, turn_rows
+from xpgym.core.layouts import PaddedRows, episode_rows, turn_rows
+from xpgym.core.trajectory import Episode
 
 if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv

@@ -41,12 +41,12 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from xpgym.core.chat import ChatPromptBuilder, observation_messages
 from xpgym.core.env import Env
 from xpgym.core.env_pool import EnvPool
 from xpgym.core.policies import Generation, Policy
 from xpgym.core.registry import make
-from xpgym.core.rollout import observation_messages
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn
+from xpgym.core.trajectory import Episode, Turn
 from xpgym.core.vector.base import derive_seeds
 
 __all__ = [

@@ -38,7 +38,7 @@ Determinism
 Prompts (`prompt_mode`)
     * ``"tokens"``: token-exact prompts. The collector keeps the conversation as token ids:
       ``prompt_{t+1} = prompt_t + response_t + template tokens of the new observation +
-      generation prompt``, built by `xpgym.core.trajectory.ChatPromptBuilder` over
+      generation prompt``, built by `xpgym.core.chat.ChatPromptBuilder` over
       ``policy.tokenizer``; history is never re-rendered. The policy gets ``list[int]``
       prompts. Turns record ``prompt_ids``, ``response_ids`` and ``response_logprobs``, and
       satisfy the token-exactness contract of `xpgym.core.trajectory`.
@@ -89,19 +89,16 @@ from typing import Any, Literal
 
 import numpy as np
 
-from xpgym.core.policies import (
-    ContextLengthError,
-    Generation,
-    Message,
-    Policy,
-    PolicyError,
-    Prompt,
-    encode_prompt,
-)
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn
+from xpgym.core import chat
+from xpgym.core.deprecation import moved_names
+from xpgym.core.policies import ContextLengthError, Generation, Policy, PolicyError
+from xpgym.core.trajectory import Episode, Turn
 from xpgym.core.vector.base import AutoresetMode, SubEnvError, VectorEnv, derive_seeds
 
-__all__ = ["PromptMode", "RolloutCollector", "collect_episodes", "observation_messages"]
+__all__ = ["PromptMode", "RolloutCollector", "collect_episodes"]
+
+# `observation_messages` moved to the chat vocabulary.
+__getattr__ = moved_names(__name__, {"observation_messages": "xpgym.core.chat"})
 
 logger = logging.getLogger(__name__)
 
@@ -136,9 +133,9 @@ class _Run:
     work: _Work
     episode: Episode
     observation: Any
-    prompt: Prompt | None = None
+    prompt: chat.Prompt | None = None
     prompt_ids: list[int] | None = None
-    messages: list[Message] | None = None
+    messages: list[chat.Message] | None = None
     in_flight: bool = False
 
 
@@ -177,7 +174,7 @@ class RolloutCollector:
         system_prompt: str | None = None,
         max_prompt_tokens: int | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
-        prompt_builder: ChatPromptBuilder | None = None,
+        prompt_builder: chat.ChatPromptBuilder | None = None,
         env_id: str | None = None,
     ) -> None:
         if prompt_mode not in _PROMPT_MODES:
@@ -212,7 +209,7 @@ class RolloutCollector:
         self.max_prompt_tokens = max_prompt_tokens
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         if prompt_builder is None and prompt_mode == "tokens":
-            prompt_builder = ChatPromptBuilder(
+            prompt_builder = chat.ChatPromptBuilder(
                 self.tokenizer, chat_template_kwargs=self.chat_template_kwargs
             )
         self.prompt_builder = prompt_builder
@@ -402,8 +399,8 @@ class RolloutCollector:
         self._check_context(state, i)
 
     # -- prompts -------------------------------------------------------------------------
-    def _first_messages(self, observation: Any) -> list[Message]:
-        messages = observation_messages(observation, {}, first=True)
+    def _first_messages(self, observation: Any) -> list[chat.Message]:
+        messages = chat.observation_messages(observation, {}, first=True)
         if self.system_prompt is not None and not (messages and messages[0]["role"] == "system"):
             messages.insert(0, {"role": "system", "content": self.system_prompt})
         return messages
@@ -418,13 +415,13 @@ class RolloutCollector:
             assert self.prompt_builder is not None
             assert run.prompt_ids is not None
             assert generation.token_ids is not None
-            new = observation_messages(obs, info, first=False)
+            new = chat.observation_messages(obs, info, first=False)
             run.prompt_ids = self.prompt_builder.extend(run.prompt_ids, generation.token_ids, new)
             run.prompt = run.prompt_ids
         elif self.prompt_mode == "messages":
             assert run.messages is not None
             run.messages.append({"role": "assistant", "content": generation.text})
-            run.messages.extend(observation_messages(obs, info, first=False))
+            run.messages.extend(chat.observation_messages(obs, info, first=False))
             run.prompt = [dict(m) for m in run.messages]
         else:
             run.prompt = obs
@@ -439,7 +436,7 @@ class RolloutCollector:
             length = len(run.prompt_ids)
         elif self.tokenizer is not None:
             assert run.prompt is not None
-            length = len(encode_prompt(self.tokenizer, run.prompt, self.chat_template_kwargs))
+            length = len(chat.encode_prompt(self.tokenizer, run.prompt, self.chat_template_kwargs))
         else:
             return
         if length > self.max_prompt_tokens:
@@ -584,42 +581,6 @@ class _Collection:
     free: list[int]
     runs: dict[int, _Run] = field(default_factory=dict)
     broken: set[int] = field(default_factory=set)  # sub-envs discarded after a failed step
-
-
-def observation_messages(
-    observation: Any, info: Mapping[str, Any], *, first: bool
-) -> list[Message]:
-    """The chat messages an observation adds to the conversation.
-
-    A text observation is one message: role ``"tool"`` when it answers tool calls
-    (``info["tool_calls"]``) after the first turn, else ``"user"``. A chat-message
-    observation (a list of ``{"role", "content"}`` dicts) adds every message after its last
-    assistant message (all of them on the first turn).
-
-    Raises:
-        ValueError: a chat-message observation has nothing after its last assistant message.
-        TypeError: the observation is neither text nor chat messages.
-    """
-    if isinstance(observation, str):
-        role = "tool" if info.get("tool_calls") and not first else "user"
-        return [{"role": role, "content": observation}]
-    if isinstance(observation, list) and all(isinstance(m, dict) for m in observation):
-        if first:
-            return [dict(m) for m in observation]
-        last = max(
-            (k for k, m in enumerate(observation) if m.get("role") == "assistant"), default=-1
-        )
-        new = [dict(m) for m in observation[last + 1 :]]
-        if not new:
-            raise ValueError(
-                "the env's chat-message observation has no message after the last assistant "
-                "message, so there is nothing new to show the policy"
-            )
-        return new
-    raise TypeError(
-        "prompt_mode 'tokens' and 'messages' need str or chat-message observations, got "
-        f"{type(observation).__name__}: {observation!r:.80}"
-    )
 
 
 def _check_generation(generation: Any, mode: str, policy: Any) -> None:

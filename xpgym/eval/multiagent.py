@@ -34,8 +34,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from xpgym.core.chat import Message, encode_prompt
 from xpgym.core.multiagent import AgentID, MultiAgentEnv
-from xpgym.core.policies import ConcurrentPolicy, ContextLengthError, Message, encode_prompt
+from xpgym.core.policies import ConcurrentPolicy, ContextLengthError
 from xpgym.eval.metrics import is_success
 
 __all__ = ["AgentOutcome", "MultiAgentEpisode", "play_multiagent"]
