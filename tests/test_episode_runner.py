@@ -61,6 +61,16 @@ def secret_of(seed: int) -> int:
     return env.secret
 
 
+def test_a_tasks_recorder_tags_the_episode_with_the_task() -> None:
+    task = EpisodeTask("toy", 3, "g7")
+    recorder = task.recorder({"level": 1}, max_turns=2, system_prompt="Be brief.")
+    episode = recorder.episode
+    assert (episode.env_id, episode.seed, episode.group_id) == ("toy", 3, "g7")
+    assert episode.info == {"reset_info": {"level": 1}}
+    assert recorder.limit.max_turns == 2
+    assert recorder.first_messages("hi")[0] == {"role": "system", "content": "Be brief."}
+
+
 def test_episode_records_turns_with_token_ids_rewards_and_task() -> None:
     task = EpisodeTask("toy", seed=7, group_id="g")
     wrong = str((secret_of(7) + 1) % 10)

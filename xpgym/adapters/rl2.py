@@ -275,11 +275,8 @@ async def reset(extra_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     tokenizer = _tokenizer(extra_info["tokenizer"])
     env = _ENV_POOL.acquire(task)
     observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
-    recorder = EpisodeRecorder(
-        env_id=task.env_id,
-        seed=task.seed,
-        group_id=task.group_id,
-        reset_info=reset_info,
+    recorder = task.recorder(
+        reset_info,
         max_turns=int(extra_info["max_turns"]),
         system_prompt=extra_info.get("system_prompt"),
     )

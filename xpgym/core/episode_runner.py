@@ -103,6 +103,24 @@ class EpisodeTask:
             sort_keys=True,
         )
 
+    def recorder(
+        self,
+        reset_info: Mapping[str, Any],
+        *,
+        max_turns: int | None = None,
+        system_prompt: str | None = None,
+    ) -> EpisodeRecorder:
+        """The `EpisodeRecorder` of an episode of this task (its env id, seed and group id),
+        from the env's reset info; `max_turns` and `system_prompt` as there."""
+        return EpisodeRecorder(
+            env_id=self.env_id,
+            seed=self.seed,
+            group_id=self.group_id,
+            reset_info=reset_info,
+            max_turns=max_turns,
+            system_prompt=system_prompt,
+        )
+
     @classmethod
     def from_json(cls, text: str | Mapping[str, Any]) -> EpisodeTask:
         """Parse `to_json` output (or the already-decoded dict); unknown keys raise."""
@@ -263,14 +281,7 @@ async def run_episode(
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}")
     observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
-    recorder = EpisodeRecorder(
-        env_id=task.env_id,
-        seed=task.seed,
-        group_id=task.group_id,
-        reset_info=reset_info,
-        max_turns=max_turns,
-        system_prompt=system_prompt,
-    )
+    recorder = task.recorder(reset_info, max_turns=max_turns, system_prompt=system_prompt)
     prompt = prompt_builder.start(recorder.first_messages(observation))
     first_length = len(prompt)
     while True:
