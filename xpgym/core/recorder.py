@@ -39,7 +39,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from xpgym.core.chat import Message, observation_messages, with_system_prompt
 from xpgym.core.policies import Generation
@@ -61,7 +61,7 @@ class TurnLimit:
     """
 
     max_turns: int | None = None
-    reason: str = "max_turns"
+    reason: ClassVar[str] = "max_turns"
 
     def __post_init__(self) -> None:
         if self.max_turns is None:
