@@ -172,11 +172,16 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     """Flags, dataset, one batch through the executor, converted and advantaged; no GPU."""
     import xpgym
     from xpgym.adapters.openrlhf import AgentExecutor, agent_output, to_experience, turn_advantages
-    from xpgym.core.advantages import broadcast_to_tokens, discounted_returns, rebn, turn_rewards
-    from xpgym.core.batching import turn_index_from_mask
+    from xpgym.core.advantages import (
+        broadcast_to_tokens,
+        discounted_returns,
+        rebn,
+        turn_index_from_mask,
+        turn_rewards,
+    )
+    from xpgym.core.chat import ChatPromptBuilder
     from xpgym.core.episode_runner import EpisodeTask, policy_generate, run_episode
     from xpgym.core.policies.hf import HFPolicy
-    from xpgym.core.trajectory import ChatPromptBuilder
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
     flags = openrlhf_flags(args, out_dir)

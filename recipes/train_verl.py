@@ -196,16 +196,16 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
         broadcast_to_tokens,
         discounted_returns,
         rebn,
+        turn_index_from_mask,
         turn_rewards,
     )
-    from xpgym.core.batching import turn_index_from_mask
+    from xpgym.core.chat import ChatPromptBuilder
     from xpgym.core.episode_runner import (
         EpisodeTask,
         policy_generate,
         run_episode,
     )
     from xpgym.core.policies.hf import HFPolicy
-    from xpgym.core.trajectory import ChatPromptBuilder
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
     config = compose_config(args, out_dir)
@@ -264,9 +264,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
 
     # The hook's outputs are the converter's rows (greedy decoding: the same episodes).
     for outputs, episode in zip(hook_outputs, episodes, strict=True):
-        expected = episode_outputs(
-            episode, layout=args.layout, gamma=args.gamma, pad_token_id=tokenizer.pad_token_id
-        )
+        expected = episode_outputs(episode, layout=args.layout, gamma=args.gamma)
         assert [o.as_dict()["responses"].tolist() for o in outputs] == [
             o.as_dict()["responses"].tolist() for o in expected
         ], "the agent loop's rows differ from the converter's"

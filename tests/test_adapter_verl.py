@@ -128,6 +128,33 @@ def test_per_turn_rows_carry_the_turn_return_on_its_last_token() -> None:
     assert data.non_tensor_batch["uid"].tolist() == ["g0"] * 5 + ["g1"] * 2
 
 
+@pytest.mark.parametrize("layout", ["per_episode", "per_turn"])
+def test_episode_outputs_are_the_converters_rows_unpadded(layout: str) -> None:
+    for episode in episodes():
+        data = to_data_proto([episode], pad_token_id=0, layout=layout, gamma=GAMMA)
+        outputs = episode_outputs(episode, layout=layout, gamma=GAMMA)
+        assert len(outputs) == len(data)
+        for b, output in enumerate(outputs):
+            width = data.batch["prompts"].shape[1]
+            real_prompt = data.batch["attention_mask"][b][:width] == 1
+            assert output.prompt_ids == data.batch["prompts"][b][real_prompt].tolist()
+            n = len(output.response_ids)
+            assert output.response_ids == data.batch["responses"][b][:n].tolist()
+            assert output.response_mask == data.batch["response_mask"][b][:n].tolist()
+            assert output.token_rewards == data.batch["rm_scores"][b][:n].tolist()
+            assert output.response_logprobs == data.batch["rollout_log_probs"][b][:n].tolist()
+
+
+def test_episode_outputs_warns_that_pad_token_id_is_unused() -> None:
+    episode = episodes()[0]
+    with pytest.warns(DeprecationWarning, match="pad_token_id"):
+        old = episode_outputs(episode, layout="per_turn", gamma=GAMMA, pad_token_id=0)
+    new = episode_outputs(episode, layout="per_turn", gamma=GAMMA)
+    assert [o.as_dict()["rm_scores"].tolist() for o in old] == [
+        o.as_dict()["rm_scores"].tolist() for o in new
+    ]
+
+
 def test_fixed_shapes_and_response_truncation() -> None:
     data = to_data_proto(
         episodes(),
@@ -346,8 +373,8 @@ def test_agent_loop_per_turn_returns_a_row_per_turn_with_returns(tokenizer: Any)
 
 def test_agent_loop_rows_equal_the_converters(tokenizer: Any) -> None:
     import xpgym
+    from xpgym.core.chat import ChatPromptBuilder
     from xpgym.core.episode_runner import EpisodeTask, run_episode
-    from xpgym.core.trajectory import ChatPromptBuilder
 
     task = make_tasks("game:GuessTheNumber-v0-easy", 1, seed=0)[0]
     server = ScriptedServer(tokenizer, [0, 0, 0])
@@ -377,9 +404,7 @@ def test_agent_loop_rows_equal_the_converters(tokenizer: Any) -> None:
             max_response_tokens=2048,
         )
     )
-    expected = episode_outputs(
-        episode, layout="per_turn", gamma=GAMMA, pad_token_id=tokenizer.pad_token_id
-    )
+    expected = episode_outputs(episode, layout="per_turn", gamma=GAMMA)
     got = run_row(tokenizer, "per_turn", [0, 0, 0])
     assert [o.as_dict()["rm_scores"].tolist() for o in got] == [
         o.as_dict()["rm_scores"].tolist() for o in expected

@@ -27,7 +27,7 @@ def test_importing_xpgym_imports_no_trainer() -> None:
 
     trainers = "('verl', 'openrlhf', 'oat', 'RL2', 'gem', 'torch')"
     code = (
-        "import sys, xpgym, xpgym.core.batching, xpgym.core.episode_runner; "
+        "import sys, xpgym, xpgym.core.layouts, xpgym.core.recorder, xpgym.core.episode_runner; "
         f"print(sorted(m for m in {trainers} if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

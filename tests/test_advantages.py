@@ -12,6 +12,14 @@ import math
 
 import numpy as np
 import pytest
+from adapter_cases import (
+    GAMMA,
+    RESPONSE_MASKS,
+    TURN_RETURNS,
+    episodes,
+    per_token,
+    rebn_reference,
+)
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -22,12 +30,17 @@ from xpgym.core.advantages import (
     episode_scores,
     episode_terminated,
     grpo,
+    per_turn_sums,
     rebn,
     rloo,
+    row_returns,
+    token_advantages,
     turn_gae,
+    turn_index_from_mask,
     turn_rewards,
     whiten,
 )
+from xpgym.core.layouts import episode_rows, on_last_policy_token, turn_rows
 from xpgym.core.trajectory import Episode, Turn
 
 EPS32 = float(np.finfo(np.float32).eps)
@@ -681,3 +694,146 @@ def test_empty_inputs_give_empty_outputs():
     adv, ret = turn_gae(np.zeros((0, 3)), np.zeros((0, 3)), np.zeros((0, 3), bool), gamma=1, lam=1)
     assert adv.shape == ret.shape == (0, 3)
     np.testing.assert_array_equal(broadcast_to_tokens(np.zeros((1, 0)), [[-1, -1]]), [[0.0, 0.0]])
+
+
+# --------------------------------------------------------------------------------------------
+# Rows and token tensors
+
+
+def test_row_returns_are_each_rows_first_turn_return() -> None:
+    eps = episodes()
+    per_turn = row_returns(eps, turn_rows(eps), GAMMA)
+    np.testing.assert_allclose(per_turn, [g for ep in TURN_RETURNS for g in ep], atol=1e-12)
+    per_episode = row_returns(eps, episode_rows(eps), GAMMA)
+    np.testing.assert_allclose(per_episode, [ep[0] for ep in TURN_RETURNS], atol=1e-12)
+
+
+def test_turn_index_counts_runs_of_the_mask() -> None:
+    padded = [m + [0] * (8 - len(m)) for m in RESPONSE_MASKS]
+    assert turn_index_from_mask(padded).tolist() == [
+        [0, 0, -1, -1, 1, 1, 1, -1],
+        [0, -1, 1, 1, -1, -1, -1, 2],
+        [0, 0, 0, 0, -1, -1, -1, -1],
+        [0, -1, -1, -1, -1, -1, -1, -1],
+    ]
+
+
+def test_turn_index_refuses_a_vector() -> None:
+    with pytest.raises(ValueError, match=r"\[B, R\]"):
+        turn_index_from_mask(np.ones(4))
+
+
+def test_per_turn_sums_add_rewards_per_turn() -> None:
+    index = np.array([[0, 0, -1, 1], [0, -1, -1, -1]])
+    values = np.array([[1.0, 2.0, 9.0, 4.0], [5.0, 0.0, 0.0, 0.0]])
+    sums, mask = per_turn_sums(values, index)
+    assert sums.tolist() == [[3.0, 4.0], [5.0, 0.0]]
+    assert mask.tolist() == [[True, True], [True, False]]
+
+
+def test_token_advantages_on_episode_rows_equal_rebn_of_episodes() -> None:
+    rows = episode_rows(episodes()).pad(pad_token_id=0)
+    response = rows.position_ids >= rows.prompt_length[:, None]  # [B, L] non-prompt tokens
+    got = token_advantages(rows.token_rewards, rows.response_mask, estimator="rebn", gamma=GAMMA)
+    expected = per_token(rebn_reference())
+    for b in range(len(rows)):
+        cut = got[b][response[b] & (rows.attention_mask[b] == 1)]
+        np.testing.assert_allclose(cut, expected[b], atol=1e-12)
+
+
+def test_token_advantages_on_turn_rows_with_returns_equal_the_same_rebn() -> None:
+    eps = episodes()
+    rows = turn_rows(eps).pad(pad_token_id=0)
+    rewards = on_last_policy_token(row_returns(eps, rows, GAMMA), rows.response_mask)
+    got = token_advantages(rewards, rows.response_mask, estimator="rebn", gamma=GAMMA)
+    expected = [a for ep in rebn_reference() for a in ep]
+    for b in range(len(rows)):
+        policy = got[b][rows.response_mask[b] == 1]
+        np.testing.assert_allclose(policy, expected[b], atol=1e-6)  # float32 returns
+
+
+def test_token_advantages_reinforce_is_the_discounted_return() -> None:
+    rows = episode_rows(episodes()).pad(pad_token_id=0)
+    got = token_advantages(
+        rows.token_rewards, rows.response_mask, estimator="reinforce", gamma=GAMMA
+    )
+    expected = per_token(TURN_RETURNS)
+    for b in range(len(rows)):
+        start = int(rows.prompt_length[b])
+        stop = start + int(rows.response_length[b])
+        np.testing.assert_allclose(got[b, start:stop], expected[b], atol=1e-6)
+
+
+def test_token_advantages_refuse_rewards_off_policy_tokens() -> None:
+    with pytest.raises(ValueError, match=r"token_rewards\[0, 1\]"):
+        token_advantages([[0.0, 1.0]], [[1, 0]], estimator="reinforce", gamma=1.0)
+
+
+def test_token_advantages_refuse_unknown_estimator_and_stray_options() -> None:
+    with pytest.raises(ValueError, match="estimator must be one of"):
+        token_advantages([[1.0]], [[1]], estimator="gae", gamma=1.0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="are for estimator='rebn'"):
+        token_advantages([[1.0]], [[1]], estimator="reinforce", gamma=1.0, std="unbiased")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    lengths=st.lists(st.lists(st.integers(1, 3), min_size=1, max_size=4), min_size=1, max_size=5),
+    data=st.data(),
+)
+def test_token_advantages_match_the_reference_on_any_episodes(
+    lengths: list[list[int]], data: st.DataObject
+) -> None:
+    eps = []
+    for e, turn_lengths in enumerate(lengths):
+        prompt, turns = [1, 2], []
+        for t, n in enumerate(turn_lengths):
+            response = [10 + t] * n
+            reward = data.draw(st.sampled_from([-1.0, 0.0, 0.25, 1.0]))
+            turns.append(Turn("o", "a", reward, prompt_ids=prompt, response_ids=response))
+            prompt = prompt + response + [3]
+        turns[-1].terminated = True
+        eps.append(Episode("toy", group_id=str(e), turns=turns))
+    rows = episode_rows(eps).pad(pad_token_id=0)
+    got = token_advantages(rows.token_rewards, rows.response_mask, estimator="rebn", gamma=0.9)
+    r, m = turn_rewards(eps)
+    reference = rebn(discounted_returns(r, m, 0.9), m)
+    expected = np.where(
+        rows.turn_index >= 0,
+        reference[rows.episode_index[:, None], np.maximum(rows.turn_index, 0)],
+        0,
+    )
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+
+
+def test_token_advantages_join_rows_of_one_episode_by_offsets() -> None:
+    eps = episodes()
+    eps[1].turns[2].prompt_ids = [1, 2, 3, 99, 21, 22, 7]  # re-rendered history: a new row
+    rows = episode_rows(eps, on_mismatch="split").pad(pad_token_id=0)
+    assert rows.episode_index.tolist() == [0, 1, 1, 2, 3]
+    offsets = [0, 1, 3, 4, 5]
+    got = token_advantages(
+        rows.token_rewards,
+        rows.response_mask,
+        estimator="rebn",
+        gamma=GAMMA,
+        episode_offsets=offsets,
+    )
+    flat = {(e, t): a for e, ep in enumerate(rebn_reference()) for t, a in enumerate(ep)}
+    expected = np.where(
+        rows.turn_index >= 0,
+        [
+            [flat.get((int(e), int(t)), 0.0) for t in row]
+            for e, row in zip(rows.episode_index, rows.turn_index, strict=True)
+        ],
+        0.0,
+    )
+    np.testing.assert_allclose(got, expected, atol=1e-9)
+    with pytest.raises(ValueError, match="episode_offsets must rise"):
+        token_advantages(
+            rows.token_rewards,
+            rows.response_mask,
+            estimator="rebn",
+            gamma=GAMMA,
+            episode_offsets=[0, 2],
+        )

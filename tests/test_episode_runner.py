@@ -12,6 +12,7 @@ pytest.importorskip("transformers", reason="the runner tests build prompts with 
 from random_byte_lm import EOS_ID, tiny_tokenizer
 from toy_envs import ToyEnv
 
+from xpgym.core.chat import ChatPromptBuilder
 from xpgym.core.episode_runner import (
     EpisodeTask,
     generation_from_ids,
@@ -20,8 +21,8 @@ from xpgym.core.episode_runner import (
     run_episode,
     task_env_pool,
 )
+from xpgym.core.layouts import episode_rows
 from xpgym.core.policies import Generation
-from xpgym.core.trajectory import ChatPromptBuilder, episode_rows
 
 TOKENIZER = tiny_tokenizer()
 BUILDER = ChatPromptBuilder(TOKENIZER)
@@ -58,6 +59,16 @@ def secret_of(seed: int) -> int:
     env = ToyEnv()
     env.reset(seed=seed)
     return env.secret
+
+
+def test_a_tasks_recorder_tags_the_episode_with_the_task() -> None:
+    task = EpisodeTask("toy", 3, "g7")
+    recorder = task.recorder({"level": 1}, max_turns=2, system_prompt="Be brief.")
+    episode = recorder.episode
+    assert (episode.env_id, episode.seed, episode.group_id) == ("toy", 3, "g7")
+    assert episode.info == {"reset_info": {"level": 1}}
+    assert recorder.limit.max_turns == 2
+    assert recorder.first_messages("hi")[0] == {"role": "system", "content": "Be brief."}
 
 
 def test_episode_records_turns_with_token_ids_rewards_and_task() -> None:

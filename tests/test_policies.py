@@ -18,19 +18,19 @@ import pytest
 from fake_servers import ChatServer, FakeLLM, FakeSamplingParams, Reply, completion
 
 import xpgym
+from xpgym.core.chat import encode_prompt
+from xpgym.core.layouts import episode_rows
 from xpgym.core.policies import (
     ConcurrentPolicy,
     ContextLengthError,
     Generation,
     Policy,
     PolicyError,
-    encode_prompt,
 )
 from xpgym.core.policies.hf import HFPolicy
 from xpgym.core.policies.openai import OpenAIPolicy
 from xpgym.core.policies.vllm import VLLMPolicy
 from xpgym.core.rollout import collect_episodes
-from xpgym.core.trajectory import episode_rows
 from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
 try:  # the HTTP tests run without torch; the tests that use a tokenizer or model skip

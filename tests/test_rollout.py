@@ -14,11 +14,13 @@ import pytest
 from toy_envs import ToyEnv
 
 import xpgym
+from xpgym.core.chat import Prompt
 from xpgym.core.env import Env, Wrapper
-from xpgym.core.policies import ContextLengthError, Generation, Prompt
+from xpgym.core.layouts import episode_rows
+from xpgym.core.policies import ContextLengthError, Generation
 from xpgym.core.rollout import RolloutCollector, collect_episodes
-from xpgym.core.trajectory import Episode, Turn, episode_rows
-from xpgym.core.vector import SubEnvError, SyncVectorEnv, derive_seeds
+from xpgym.core.trajectory import Episode, Turn
+from xpgym.core.vector import AutoresetMode, SubEnvError, SyncVectorEnv, derive_seeds
 from xpgym.core.wrappers import ChatMessages, EpisodeStatistics
 
 EASY = "game:GuessTheNumber-v0-easy"
@@ -151,6 +153,30 @@ def test_every_autoreset_mode_gives_the_same_episodes(make_vec, autoreset_mode):
     episodes = collect_episodes(vec, BinarySearchPolicy(), num_episodes=4, seed=5)
     seeds = derive_seeds(5, 4)
     assert episodes == [expected_binary_search(EASY, seeds[g], f"5-{g}") for g in range(4)]
+
+
+class CountResets(Wrapper):
+    """Counts the resets of the env it wraps."""
+
+    def __init__(self, env: Env) -> None:
+        super().__init__(env)
+        self.resets = 0
+
+    def reset(self, *, seed=None, options=None):
+        self.resets += 1
+        return self.env.reset(seed=seed, options=options)
+
+
+@pytest.mark.parametrize("autoreset_mode", ["NextStep", "SameStep", "Disabled"])
+def test_the_collector_resets_once_per_episode_and_gives_the_mode_back(autoreset_mode):
+    envs = [CountResets(xpgym.make(EASY)) for _ in range(2)]
+    vec = SyncVectorEnv(
+        [functools.partial(lambda env: env, env) for env in envs], autoreset_mode=autoreset_mode
+    )
+    collect_episodes(vec, BinarySearchPolicy(), num_episodes=5, seed=2)
+    assert sum(env.resets for env in envs) == 5  # autoreset is off while it collects
+    assert vec.autoreset_mode is AutoresetMode(autoreset_mode)
+    assert vec.metadata["autoreset_mode"] is vec.autoreset_mode
 
 
 def test_episodes_do_not_depend_on_num_envs_or_backend(make_vec):
@@ -528,23 +554,3 @@ def test_tokens_mode_needs_a_tokenizer(make_vec):
 
 def test_auto_mode_uses_messages_without_a_tokenizer(make_vec):
     assert RolloutCollector(make_vec(), BinarySearchPolicy()).prompt_mode == "messages"
-
-
-def test_observation_messages_maps_text_and_chat_observations():
-    from xpgym.core.rollout import observation_messages
-
-    assert observation_messages("hi", {}, first=True) == [{"role": "user", "content": "hi"}]
-    tool = observation_messages("42", {"tool_calls": [{"name": "python"}]}, first=False)
-    assert tool == [{"role": "tool", "content": "42"}]
-    assert observation_messages("42", {"tool_calls": [1]}, first=True)[0]["role"] == "user"
-    chat = [
-        {"role": "user", "content": "a"},
-        {"role": "assistant", "content": "b"},
-        {"role": "user", "content": "c"},
-    ]
-    assert observation_messages(chat, {}, first=True) == chat
-    assert observation_messages(chat, {}, first=False) == chat[2:]
-    with pytest.raises(ValueError, match="nothing new"):
-        observation_messages(chat[:2], {}, first=False)
-    with pytest.raises(TypeError, match="str or chat-message"):
-        observation_messages(3, {}, first=True)

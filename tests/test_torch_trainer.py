@@ -30,10 +30,11 @@ from xpgym.core.advantages import (  # noqa: E402
     turn_gae,
     turn_rewards,
 )
+from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
 from xpgym.core.env import Wrapper  # noqa: E402
 from xpgym.core.policies.hf import HFPolicy  # noqa: E402
 from xpgym.core.rollout import RolloutCollector  # noqa: E402
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn  # noqa: E402
+from xpgym.core.trajectory import Episode, Turn  # noqa: E402
 from xpgym.reference.losses import (  # noqa: E402
     aggregate_loss,
     entropy_from_logits,

@@ -74,20 +74,21 @@ import torch  # noqa: E402
 from openrlhf.trainer.ppo_utils.experience import Experience  # noqa: E402
 from openrlhf.utils.agent import AgentExecutorBase  # noqa: E402
 
-from xpgym.core.batching import (  # noqa: E402
+from xpgym.core.advantages import (  # noqa: E402
     TOKEN_ESTIMATORS,
-    shift_to_predictions,
     token_advantages,
     turn_index_from_mask,
 )
+from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
 from xpgym.core.episode_runner import (  # noqa: E402
     EpisodeTask,
     generation_from_ids,
     run_episode,
     task_env_pool,
 )
+from xpgym.core.layouts import episode_rows, shift_to_predictions  # noqa: E402
 from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, episode_rows  # noqa: E402
+from xpgym.core.trajectory import Episode  # noqa: E402
 
 __all__ = [
     "AGENT_FUNC_PATH",
@@ -456,15 +457,14 @@ def agent_output(
     tokens), ``reward``/``scores`` the episode total, ``truncated`` whether the last
     generation hit its budget, and the label gains ``turn_rewards``.
     """
-    rows = episode_rows([episode])
-    turn_index = rows.turn_index
+    row = episode_rows([episode]).row(0)
     ranges = []
-    for t in range(len(episode.turns)):
-        positions = np.flatnonzero(turn_index == t)
+    for t in range(row.num_turns):
+        positions = np.flatnonzero(row.turn_index == t)
         ranges.append((int(positions[0]), int(positions[-1]) + 1))
     logprobs = None
-    if with_logprobs and rows.rollout_logprobs is not None:
-        logprobs = rows.rollout_logprobs.tolist()
+    if with_logprobs and row.rollout_logprobs is not None:
+        logprobs = row.rollout_logprobs.tolist()
     last = episode.turns[-1]
     return {
         "prompt": prompt,
@@ -473,7 +473,7 @@ def agent_output(
         "mm_train_inputs": None,
         "reward": episode.total_reward,
         "scores": episode.total_reward,
-        "observation_tokens": rows.input_ids.tolist(),
+        "observation_tokens": row.input_ids.tolist(),
         "action_ranges": ranges,
         "rollout_log_probs": logprobs,
         "truncated": bool(last.info.get("generation_truncated", False)),

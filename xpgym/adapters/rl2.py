@@ -74,15 +74,18 @@ import_optional("RL2", needed_by="xpgym.adapters.rl2", install=_INSTALL)
 
 import torch  # noqa: E402
 
-from xpgym.core.batching import (  # noqa: E402
-    shift_to_predictions,
-    token_advantages,
-    zero_padded_positions,
-)
+from xpgym.core.advantages import token_advantages  # noqa: E402
+from xpgym.core.chat import ChatPromptBuilder, observation_messages  # noqa: E402
 from xpgym.core.env import Env  # noqa: E402
 from xpgym.core.episode_runner import EpisodeTask, task_env_pool  # noqa: E402
-from xpgym.core.rollout import observation_messages  # noqa: E402
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, episode_rows  # noqa: E402
+from xpgym.core.layouts import (  # noqa: E402
+    episode_rows,
+    shift_to_predictions,
+    zero_padded_positions,
+)
+from xpgym.core.policies import Generation  # noqa: E402
+from xpgym.core.recorder import EpisodeRecorder  # noqa: E402
+from xpgym.core.trajectory import Episode  # noqa: E402
 
 __all__ = [
     "ENV_PATH",
@@ -207,7 +210,8 @@ def make_extra_info(
         task: The episode to play.
         tokenizer: Name or path of the policy's tokenizer (the model), loaded once with
             ``transformers.AutoTokenizer`` to render observations with its chat template.
-        max_turns: RL2's ``rollout.max_turns`` (the env module ends the episode there too).
+        max_turns: RL2's ``rollout.max_turns`` (the env module ends the episode there too:
+            the loop-side limit of `xpgym.core.recorder.EpisodeRecorder`).
         system_prompt: Prepended to the first observation as a system message.
     """
     return {
@@ -225,8 +229,9 @@ class _Live:
     task: EpisodeTask
     env: Env
     builder: ChatPromptBuilder
+    recorder: EpisodeRecorder
+    observation: Any
     prompt_ids: list[int]
-    turns: int = 0
 
 
 _ENV_POOL = task_env_pool()
@@ -255,15 +260,16 @@ async def reset(extra_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     task = EpisodeTask.from_json(extra_info["xpgym_task"])
     tokenizer = _tokenizer(extra_info["tokenizer"])
     env = _ENV_POOL.acquire(task)
-    observation, _ = await asyncio.to_thread(env.reset, seed=task.seed)
-    messages = observation_messages(observation, {}, first=True)
-    system_prompt = extra_info.get("system_prompt")
-    if system_prompt is not None and not (messages and messages[0]["role"] == "system"):
-        messages.insert(0, {"role": "system", "content": system_prompt})
+    observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
+    recorder = task.recorder(
+        reset_info,
+        max_turns=int(extra_info["max_turns"]),
+        system_prompt=extra_info.get("system_prompt"),
+    )
     builder = ChatPromptBuilder(tokenizer)
-    prompt_ids = builder.start(messages)
+    prompt_ids = builder.start(recorder.first_messages(observation))
     key = uuid.uuid4().hex
-    _LIVE[key] = _Live(task, env, builder, prompt_ids)
+    _LIVE[key] = _Live(task, env, builder, recorder, observation, prompt_ids)
     return _decode(tokenizer, prompt_ids), {**extra_info, "xpgym_episode": key}
 
 
@@ -282,19 +288,33 @@ async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) ->
     observation, reward, terminated, truncated, info = await asyncio.to_thread(
         live.env.step, action_text
     )
-    live.turns += 1
-    done = bool(terminated or truncated or live.turns >= int(extra_info["max_turns"]))
+    response_ids = tokenizer.encode(action_text, add_special_tokens=False)
+    done = live.recorder.record(
+        live.observation,
+        Generation(text=action_text, token_ids=response_ids),
+        reward,
+        terminated,
+        truncated,
+        info,
+        prompt_ids=live.prompt_ids,
+    )
     next_state = ""
     if done:
         del _LIVE[key]
         _ENV_POOL.release(live.task, live.env)
+        logger.debug(
+            "RL2 episode of %s (seed %d) ended after %d turns",
+            live.task.env_id,
+            live.task.seed,
+            len(live.recorder.episode.turns),
+        )
     else:
-        response_ids = tokenizer.encode(action_text, add_special_tokens=False)
         messages = observation_messages(observation, info, first=False)
         new_prompt = live.builder.extend(live.prompt_ids, response_ids, messages)
         added = new_prompt[len(live.prompt_ids) + len(response_ids) :]
         next_state = state_text + action_text + _decode(tokenizer, added)
         live.prompt_ids = new_prompt
+        live.observation = observation
     return {
         "next_state": next_state,
         "reward": float(reward),

@@ -76,11 +76,10 @@ gem = import_trainer("gem", adapter="roll", install=_INSTALL)  # gem configures 
 
 from gem.core import Env as GemEnv  # noqa: E402
 
-from xpgym.core.batching import (  # noqa: E402
+from xpgym.core.layouts import (  # noqa: E402
     Layout,
     build_rows,
     on_last_policy_token,
-    row_group_ids,
     shift_to_predictions,
     zero_padded_positions,
 )
@@ -278,7 +277,7 @@ def _batch(
     }
     if rows.rollout_logprobs is not None:
         batch["infer_logprobs"] = np.ascontiguousarray(shift_to_predictions(rows.rollout_logprobs))
-    groups = row_group_ids(episodes, rows)
+    groups = rows.group_id
     traj_ids = np.array(
         [f"{g}/{e}" for g, e in zip(groups, rows.episode_index, strict=True)], dtype=object
     )

@@ -63,6 +63,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -85,22 +86,17 @@ with root_logging_kept():  # verl's logging_utils calls logging.basicConfig
     )
     from verl.trainer.ppo import core_algos
 
-from xpgym.core.batching import (  # noqa: E402
-    Layout,
-    build_rows,
-    on_last_policy_token,
-    row_group_ids,
-    row_returns,
-    token_advantages,
-)
+from xpgym.core.advantages import row_returns, token_advantages  # noqa: E402
+from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
 from xpgym.core.episode_runner import (  # noqa: E402
     EpisodeTask,
     generation_from_ids,
     run_episode,
     task_env_pool,
 )
+from xpgym.core.layouts import Layout, PackedRows, build_rows  # noqa: E402
 from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, SplitRows  # noqa: E402
+from xpgym.core.trajectory import Episode  # noqa: E402
 
 __all__ = [
     "AGENT_NAME",
@@ -153,11 +149,8 @@ def to_data_proto(
     Returns:
         A ``DataProto`` with the keys of the module docstring's table.
     """
-    rows, rm_scores = _split_rows(
-        episodes,
+    rows = _rows(episodes, layout=layout, gamma=gamma).split(
         pad_token_id=pad_token_id,
-        layout=layout,
-        gamma=gamma,
         max_prompt_length=max_prompt_length,
         max_response_length=max_response_length,
         truncate=truncate,
@@ -170,7 +163,7 @@ def to_data_proto(
         "input_ids": rows.input_ids,
         "attention_mask": rows.attention_mask,
         "position_ids": rows.position_ids,
-        "rm_scores": rm_scores,
+        "rm_scores": rows.token_rewards,
     }
     if rows.rollout_logprobs is not None:
         tensors["rollout_log_probs"] = rows.rollout_logprobs
@@ -179,20 +172,19 @@ def to_data_proto(
         batch_size=[len(rows)],
     )
     non_tensor = {
-        "uid": row_group_ids(episodes, rows),
+        "uid": rows.group_id,
         "__num_turns__": (2 * rows.num_turns).astype(np.int32),
     }
     return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info={})
 
 
-def _split_rows(
-    episodes: Sequence[Episode], *, layout: Layout, gamma: float, **split_kwargs: Any
-) -> tuple[SplitRows, np.ndarray]:
-    """verl's rows of `episodes` and their ``rm_scores`` (module docstring)."""
-    rows = build_rows(episodes, layout).split(**split_kwargs)
+def _rows(episodes: Sequence[Episode], *, layout: Layout, gamma: float) -> PackedRows:
+    """verl's rows of `episodes`, their ``token_rewards`` being ``rm_scores`` (module
+    docstring): per-turn rows carry each turn's return ``G_t`` on its last token."""
+    rows = build_rows(episodes, layout)
     if layout == "per_turn":
-        return rows, on_last_policy_token(row_returns(episodes, rows, gamma), rows.response_mask)
-    return rows, rows.token_rewards
+        return rows.with_row_rewards(row_returns(episodes, rows, gamma))
+    return rows
 
 
 # --------------------------------------------------------------------------------------
@@ -253,7 +245,7 @@ def xpgym_rebn(
     """verl estimator ``xpgym_rebn``: ReBN over all turns of the batch (GEM's baseline).
 
     ``A_t = (G_t - mean(G)) / (std(G) + 1e-9)`` with the population std over every turn of
-    every row (`xpgym.core.batching.token_advantages`); ``returns`` is ``G_t`` on each turn's
+    every row (`xpgym.core.advantages.token_advantages`); ``returns`` is ``G_t`` on each turn's
     tokens. Arguments as `xpgym_reinforce`.
     """
     rewards = token_level_rewards.detach().cpu().numpy()
@@ -419,7 +411,6 @@ class XpgymAgentLoop(AgentLoopBase):
             episode,
             layout=layout,
             gamma=self.gamma,
-            pad_token_id=int(self.tokenizer.pad_token_id or 0),
             metrics=AgentLoopMetrics(generate_sequences=timing["generate_sequences"]),
         )
         if any(len(o.prompt_ids) > self.prompt_length for o in outputs):
@@ -435,28 +426,37 @@ def episode_outputs(
     *,
     layout: Layout,
     gamma: float,
-    pad_token_id: int,
     metrics: AgentLoopMetrics | None = None,
+    pad_token_id: int | None = None,
 ) -> list[XpgymAgentLoopOutput]:
-    """The agent-loop outputs of one episode: the rows of `to_data_proto`, unpadded."""
-    rows, rm_scores = _split_rows([episode], layout=layout, gamma=gamma, pad_token_id=pad_token_id)
-    width = rows.prompts.shape[1]
+    """The agent-loop outputs of one episode: the rows of `to_data_proto`, unpadded.
+
+    `pad_token_id` is deprecated and unused: the rows are read without padding.
+    """
+    if pad_token_id is not None:
+        warnings.warn(
+            "episode_outputs(pad_token_id=...) is deprecated and unused: the rows are read "
+            "without padding; drop the argument",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+    rows = _rows([episode], layout=layout, gamma=gamma)
     outputs = []
     for b in range(len(rows)):
-        prompt = slice(width - int(rows.prompt_length[b]), width)
-        response = slice(0, int(rows.response_length[b]))
+        row = rows.row(b)
+        response = row.response
         logprobs = None
-        if rows.rollout_logprobs is not None:
-            logprobs = rows.rollout_logprobs[b, response].tolist()
-        rewards = rm_scores[b, response].tolist()
+        if row.rollout_logprobs is not None:
+            logprobs = row.rollout_logprobs[response].tolist()
+        rewards = row.token_rewards[response].tolist()
         outputs.append(
             XpgymAgentLoopOutput(
-                prompt_ids=rows.prompts[b, prompt].tolist(),
-                response_ids=rows.responses[b, response].tolist(),
-                response_mask=rows.response_mask[b, response].tolist(),
+                prompt_ids=row.prompt_ids.tolist(),
+                response_ids=row.response_ids.tolist(),
+                response_mask=row.response_mask[response].tolist(),
                 response_logprobs=logprobs,
                 reward_score=float(sum(rewards)),
-                num_turns=2 * int(rows.num_turns[b]),
+                num_turns=2 * row.num_turns,
                 metrics=metrics or AgentLoopMetrics(),
                 extra_fields={
                     "turn_scores": [turn.reward for turn in episode.turns],

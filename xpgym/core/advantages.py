@@ -14,6 +14,11 @@ Layouts
   ``group_ids: [N]``: episodes that started from the same state share an id (GRPO groups).
 - Token level: `broadcast_to_tokens` copies per-turn (or per-episode) values onto token
   positions given each token's turn index (-1 for tokens the policy did not write).
+- Rows and token tensors, for trainers that see rows rather than episodes: `row_returns`
+  (each row's first-turn return, for one scalar per row), and `token_advantages`, which
+  recovers the turns of token tensors (`turn_index_from_mask`, `per_turn_sums`) and computes
+  per-turn REINFORCE or ReBN exactly as on episodes (a verl estimator gets only
+  ``token_level_rewards`` and ``response_mask``).
 
 Normalisation options (`whiten`, `rebn`, `grpo`)
 ------------------------------------------------
@@ -72,24 +77,31 @@ one element (NaN), so they have no finite reference; ``single_member="error"`` f
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 if TYPE_CHECKING:
+    from xpgym.core.layouts import RowInfo
     from xpgym.core.trajectory import Episode
 
 __all__ = [
+    "TOKEN_ESTIMATORS",
+    "TokenEstimator",
     "broadcast_to_tokens",
     "discounted_returns",
     "dr_grpo",
     "episode_scores",
     "episode_terminated",
     "grpo",
+    "per_turn_sums",
     "rebn",
     "rloo",
+    "row_returns",
+    "token_advantages",
     "turn_gae",
+    "turn_index_from_mask",
     "turn_rewards",
     "whiten",
 ]
@@ -98,6 +110,8 @@ StdKind = Literal["population", "unbiased"]
 EpsPlacement = Literal["std", "var", "clamp"]
 ZeroStd = Literal["eps", "zero"]
 SingleMember = Literal["zero", "keep", "error"]
+TokenEstimator = Literal["reinforce", "rebn"]
+TOKEN_ESTIMATORS: tuple[str, ...] = ("reinforce", "rebn")
 
 _STD_KINDS = ("population", "unbiased")
 _EPS_PLACEMENTS = ("std", "var", "clamp")
@@ -565,6 +579,175 @@ def broadcast_to_tokens(values: ArrayLike, token_turn_index: ArrayLike) -> NDArr
     # Column T of the padded table is 0, and -1 indexes it (numpy's negative indexing).
     table = np.concatenate([vals, np.zeros((vals.shape[0], 1))], axis=1)
     return np.take_along_axis(table, idx, axis=1)
+
+
+# --------------------------------------------------------------------------------------------
+# Rows and token tensors
+
+
+def row_returns(episodes: Sequence[Episode], rows: RowInfo, gamma: float) -> NDArray[np.float64]:
+    """``[B]`` float64: ``G`` of each row's first turn, over the whole episode.
+
+    ``G_t = sum_{k >= t} gamma**(k - t) * r_k`` (`discounted_returns`) at
+    ``t = rows.first_turn[b]`` of episode ``rows.episode_index[b]``. For `turn_rows` this is
+    the turn's own return; for an episode row, the episode's discounted return. It always
+    runs to the episode's end, also for rows that `episode_rows(..., on_mismatch="split")`
+    cut out of the middle of an episode.
+
+    Args:
+        episodes: The episodes `rows` were built from, in the same order.
+        rows: `xpgym.core.layouts` rows of `episodes` (any form: only `RowInfo` fields are
+            read).
+        gamma: Discount per turn, in ``[0, 1]``.
+    """
+    rewards, mask = turn_rewards(episodes)
+    returns = discounted_returns(rewards, mask, gamma)
+    return returns[rows.episode_index, rows.first_turn]
+
+
+def turn_index_from_mask(response_mask: ArrayLike) -> NDArray[np.int64]:
+    """``[B, R]`` int64: the turn of each policy token, numbered per row; -1 elsewhere.
+
+    A turn is a maximal run of 1s in `response_mask`: in both layouts of
+    `xpgym.core.layouts` consecutive turns are separated by at least one env token (the
+    chat template's end-of-turn and generation-prompt tokens), so the runs are the turns.
+
+    Args:
+        response_mask: ``[B, R]`` 0/1 (or bool), 1 on policy tokens.
+    """
+    mask = np.asarray(response_mask).astype(bool)
+    if mask.ndim != 2:
+        raise ValueError(f"response_mask must be [B, R]; got shape {mask.shape}")
+    previous = np.pad(mask[:, :-1], ((0, 0), (1, 0)), constant_values=False)
+    starts = mask & ~previous
+    index = np.cumsum(starts, axis=1) - 1
+    return np.where(mask, index, -1).astype(np.int64)
+
+
+def per_turn_sums(
+    token_values: ArrayLike, token_turn_index: ArrayLike
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+    """Sum per-token values over each turn's tokens.
+
+    Args:
+        token_values: ``[B, R]`` numbers (e.g. token-level rewards).
+        token_turn_index: ``[B, R]`` int, as `turn_index_from_mask` (-1: not a policy token).
+
+    Returns:
+        ``(values [B, T], mask [B, T])``: ``values[b, t]`` is the sum of row ``b``'s
+        `token_values` over turn ``t``'s tokens; `mask` is True on each row's turns (a
+        prefix). ``T`` is the most turns in a row (0 for no policy token at all).
+    """
+    vals = np.asarray(token_values, dtype=np.float64)
+    idx = np.asarray(token_turn_index, dtype=np.int64)
+    if vals.shape != idx.shape or vals.ndim != 2:
+        raise ValueError(
+            f"token_values and token_turn_index must both be [B, R]; got {vals.shape} and "
+            f"{idx.shape}"
+        )
+    counts = idx.max(axis=1, initial=-1) + 1  # turns per row
+    horizon = int(counts.max(initial=0))
+    sums = np.zeros((vals.shape[0], horizon), dtype=np.float64)
+    rows, cols = np.nonzero(idx >= 0)
+    np.add.at(sums, (rows, idx[rows, cols]), vals[rows, cols])
+    return sums, np.arange(horizon) < counts[:, None]
+
+
+def token_advantages(
+    token_rewards: ArrayLike,
+    response_mask: ArrayLike,
+    *,
+    estimator: TokenEstimator,
+    gamma: float,
+    episode_offsets: ArrayLike | None = None,
+    **rebn_kwargs: Any,
+) -> NDArray[np.float64]:
+    """Per-turn REINFORCE or ReBN advantages, from token tensors alone, on the policy tokens.
+
+    Each row is one whole episode (or one turn whose reward is already a return), unless
+    `episode_offsets` says that consecutive rows form one episode (RL2 splits an episode
+    where its prompts stop extending each other). Turns are the runs of
+    `turn_index_from_mask`, in row order; turn ``t``'s reward is the sum of `token_rewards`
+    over its tokens (the layouts put it on the turn's last token). Then, exactly as on
+    episodes::
+
+        G_t = r_t + gamma * G_{t+1}                       (discounted_returns, per row)
+        reinforce: A_t = G_t
+        rebn:      A_t = (G_t - mean(G)) / (std(G) + eps)  over all turns of all rows (rebn)
+
+    and ``A_t`` is copied to every token of turn ``t``. So for the rows of `episode_rows`
+    with ``token_rewards = rows.token_rewards`` this equals
+    ``broadcast_to_tokens(rebn(discounted_returns(*turn_rewards(episodes), gamma)), ...)``;
+    for `turn_rows` whose last token holds the turn's return (`row_returns`), each row is a
+    single turn and ``A = (G - mean) / (std + eps)`` over rows, GEM's ReBN.
+
+    Args:
+        token_rewards: ``[B, R]`` rewards; non-zero only on policy tokens.
+        response_mask: ``[B, R]`` 0/1, 1 on policy tokens.
+        estimator: ``"reinforce"`` or ``"rebn"``.
+        gamma: Discount per turn, in ``[0, 1]``.
+        episode_offsets: ``[E + 1]`` row offsets: rows ``episode_offsets[e]`` to
+            ``episode_offsets[e + 1] - 1`` are episode ``e`` (RL2's ``cu_seqs``). None: one
+            episode per row.
+        **rebn_kwargs: Options of `rebn` (``std``, ``eps``, ...); its defaults otherwise.
+
+    Returns:
+        ``[B, R]`` float64, 0 off the policy tokens.
+
+    Raises:
+        ValueError: unknown estimator, a reward off the policy tokens, shapes disagree, bad
+            offsets.
+    """
+    if estimator not in TOKEN_ESTIMATORS:
+        raise ValueError(f"estimator must be one of {TOKEN_ESTIMATORS}, got {estimator!r}")
+    if estimator == "reinforce" and rebn_kwargs:
+        raise ValueError(f"options {sorted(rebn_kwargs)} are for estimator='rebn'")
+    rewards = np.asarray(token_rewards, dtype=np.float64)
+    index = turn_index_from_mask(response_mask)
+    if rewards.shape != index.shape:
+        raise ValueError(
+            f"token_rewards has shape {rewards.shape} but response_mask has {index.shape}"
+        )
+    stray = (index < 0) & (rewards != 0)
+    if stray.any():
+        b, j = (int(i) for i in np.argwhere(stray)[0])
+        raise ValueError(
+            f"token_rewards[{b}, {j}] = {rewards[b, j]!r} is on a token the policy did not "
+            f"write (response_mask is 0 there); rewards belong on each turn's last policy token"
+        )
+    per_turn, mask = per_turn_sums(rewards, index)
+    if episode_offsets is None:
+        advantages = discounted_returns(per_turn, mask, gamma)
+        if estimator == "rebn":
+            advantages = rebn(advantages, mask, **rebn_kwargs)
+        return broadcast_to_tokens(advantages, index)
+    # Several rows per episode: lay each episode's turns out in one row, then back.
+    offsets = np.asarray(episode_offsets, dtype=np.int64)
+    if (
+        offsets.ndim != 1
+        or offsets[0] != 0
+        or offsets[-1] != len(index)
+        or (np.diff(offsets) < 1).any()
+    ):
+        raise ValueError(
+            f"episode_offsets must rise from 0 to the number of rows ({len(index)}) in steps "
+            f">= 1; got {offsets.tolist()}"
+        )
+    counts = mask.sum(axis=1)  # turns per row
+    episode_of_row = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    first_turn = np.cumsum(counts) - counts  # turns before each row, all rows
+    first_turn -= first_turn[offsets[:-1]][episode_of_row]  # ... within its episode
+    turns = np.bincount(episode_of_row, weights=counts, minlength=len(offsets) - 1).astype(np.int64)
+    ep_rewards = np.zeros((len(offsets) - 1, int(turns.max(initial=0))))
+    rows, cols = np.nonzero(mask)
+    ep_rewards[episode_of_row[rows], first_turn[rows] + cols] = per_turn[rows, cols]
+    ep_mask = np.arange(ep_rewards.shape[1]) < turns[:, None]
+    ep_advantages = discounted_returns(ep_rewards, ep_mask, gamma)
+    if estimator == "rebn":
+        ep_advantages = rebn(ep_advantages, ep_mask, **rebn_kwargs)
+    row_advantages = np.zeros(per_turn.shape)
+    row_advantages[rows, cols] = ep_advantages[episode_of_row[rows], first_turn[rows] + cols]
+    return broadcast_to_tokens(row_advantages, index)
 
 
 # --------------------------------------------------------------------------------------------

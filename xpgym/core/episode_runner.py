@@ -7,17 +7,18 @@ episode". `run_episode` is that loop, written once:
 1. the env named by an `EpisodeTask` (a dataset row: env id, reset seed, group id, env
    kwargs) is reset with the task's seed, so the ``n`` samples a trainer draws per row start
    from the same state and form one group (GRPO);
-2. prompts are token-exact (`ChatPromptBuilder`: each prompt extends the previous prompt and
-   response), so the turns satisfy the contract of `xpgym.core.trajectory` and lay out as
-   `turn_rows` / `episode_rows` with env tokens masked;
+2. prompts are token-exact (`xpgym.core.chat.ChatPromptBuilder`: each prompt extends the
+   previous prompt and response), so the turns satisfy the contract of
+   `xpgym.core.trajectory` and lay out as `xpgym.core.layouts` rows with env tokens masked;
 3. the trainer's engine is called through ``generate(prompt_ids, max_new_tokens)`` (the
    `TokenGenerate` protocol; each adapter wraps its engine in a few lines, and
    `generation_from_ids` turns bare token ids into a `Generation`);
 4. env steps run in a worker thread (``asyncio.to_thread``), so a slow env does not stall the
-   trainer's event loop.
+   trainer's event loop;
+5. the turns, the system prompt, the turn limit and the end are recorded by
+   `xpgym.core.recorder.EpisodeRecorder`, as in the collector (`xpgym.core.rollout`).
 
-Limits, as in `xpgym.core.rollout` (visible in the last turn's ``info`` and in
-``Episode.info``):
+Limits, as in the collector (visible in the last turn's ``info`` and in ``Episode.info``):
 
 * ``max_new_tokens`` per turn; ``max_response_tokens`` for everything after the first prompt
   (verl's ``rollout.response_length``: env tokens count too); ``max_total_tokens`` for the
@@ -41,12 +42,13 @@ from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from xpgym.core.chat import ChatPromptBuilder, observation_messages
 from xpgym.core.env import Env
 from xpgym.core.env_pool import EnvPool
 from xpgym.core.policies import Generation, Policy
+from xpgym.core.recorder import EpisodeRecorder
 from xpgym.core.registry import make
-from xpgym.core.rollout import observation_messages
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn
+from xpgym.core.trajectory import Episode
 from xpgym.core.vector.base import derive_seeds
 
 __all__ = [
@@ -99,6 +101,24 @@ class EpisodeTask:
                 "env_kwargs": dict(self.env_kwargs),
             },
             sort_keys=True,
+        )
+
+    def recorder(
+        self,
+        reset_info: Mapping[str, Any],
+        *,
+        max_turns: int | None = None,
+        system_prompt: str | None = None,
+    ) -> EpisodeRecorder:
+        """The `EpisodeRecorder` of an episode of this task (its env id, seed and group id),
+        from the env's reset info; `max_turns` and `system_prompt` as there."""
+        return EpisodeRecorder(
+            env_id=self.env_id,
+            seed=self.seed,
+            group_id=self.group_id,
+            reset_info=reset_info,
+            max_turns=max_turns,
+            system_prompt=system_prompt,
         )
 
     @classmethod
@@ -261,63 +281,35 @@ async def run_episode(
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}")
     observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
-    messages = observation_messages(observation, {}, first=True)
-    if system_prompt is not None and not (messages and messages[0]["role"] == "system"):
-        messages.insert(0, {"role": "system", "content": system_prompt})
-    prompt = prompt_builder.start(messages)
+    recorder = task.recorder(reset_info, max_turns=max_turns, system_prompt=system_prompt)
+    prompt = prompt_builder.start(recorder.first_messages(observation))
     first_length = len(prompt)
-    episode = Episode(
-        env_id=task.env_id,
-        seed=task.seed,
-        group_id=task.group_id,
-        info={"reset_info": dict(reset_info)},
-    )
     while True:
         budget = _budget(
             len(prompt), first_length, max_new_tokens, max_response_tokens, max_total_tokens
         )
         if budget < 1:
-            if not episode.turns:
+            if not recorder.episode.turns:
                 raise ValueError(
                     f"the first prompt of {task.env_id!r} (seed {task.seed}) has {first_length} "
                     f"tokens and leaves no room to generate (max_total_tokens="
                     f"{max_total_tokens}); raise the limit or shorten the observation"
                 )
-            _end(episode, "context")
+            recorder.end_for_context(observation, prompt)
             break
         generation = await generate(list(prompt), budget)
         if generation.token_ids is None:
             raise ValueError("the engine returned a Generation without token_ids")
         step = await asyncio.to_thread(env.step, generation.text)
         next_observation, reward, terminated, truncated, info = step
-        turn_info = dict(info)
-        if generation.finish_reason == "length":
-            turn_info["generation_truncated"] = True
-        episode.turns.append(
-            Turn(
-                observation=observation,
-                action=generation.text,
-                reward=float(reward),
-                terminated=bool(terminated),
-                truncated=bool(truncated),
-                info=turn_info,
-                prompt_ids=list(prompt),
-                response_ids=list(generation.token_ids),
-                response_logprobs=generation.logprobs,
-            )
-        )
-        if terminated or truncated:
-            break
-        if max_turns is not None and len(episode.turns) >= max_turns:
-            _end(episode, "max_turns")
+        if recorder.record(
+            observation, generation, reward, terminated, truncated, info, prompt_ids=prompt
+        ):
             break
         new_messages = observation_messages(next_observation, info, first=False)
         prompt = prompt_builder.extend(prompt, generation.token_ids, new_messages)
         observation = next_observation
-    last = episode.turns[-1].info
-    if "episode" in last:
-        episode.info["episode"] = last["episode"]
-    return episode
+    return recorder.episode
 
 
 def _budget(
@@ -333,10 +325,3 @@ def _budget(
     if max_total_tokens is not None:
         budget = min(budget, max_total_tokens - length)
     return budget
-
-
-def _end(episode: Episode, reason: str) -> None:
-    last = episode.turns[-1]
-    last.truncated = True
-    last.info["truncated_reason"] = reason
-    episode.info["truncated_reason"] = reason

@@ -21,9 +21,11 @@ Scheduling
       steps those sub-envs at once, and submits their next prompts while the other requests
       are still in flight. A slow generation never holds up the other sub-envs.
 
-    The collector resets every sub-env it uses itself, so any autoreset mode works
-    (``DISABLED`` avoids the extra reset ``SAME_STEP`` makes at every episode end). It calls
-    the vector env from the calling thread only.
+    While it collects, the collector runs the vector env with autoreset disabled
+    (``AutoresetMode.DISABLED``, whatever its mode; the mode is restored when `collect`
+    returns): a finished sub-env waits until the collector starts its next episode on it,
+    with a masked ``reset`` or ``set_states``, so no sub-env is ever reset twice or behind
+    the collector's back. It calls the vector env from the calling thread only.
 
 Determinism
     Group ``g``'s seed is ``derive_seeds(seed, num_groups)[g]`` (which does not depend on
@@ -38,7 +40,7 @@ Determinism
 Prompts (`prompt_mode`)
     * ``"tokens"``: token-exact prompts. The collector keeps the conversation as token ids:
       ``prompt_{t+1} = prompt_t + response_t + template tokens of the new observation +
-      generation prompt``, built by `xpgym.core.trajectory.ChatPromptBuilder` over
+      generation prompt``, built by `xpgym.core.chat.ChatPromptBuilder` over
       ``policy.tokenizer``; history is never re-rendered. The policy gets ``list[int]``
       prompts. Turns record ``prompt_ids``, ``response_ids`` and ``response_logprobs``, and
       satisfy the token-exactness contract of `xpgym.core.trajectory`.
@@ -49,16 +51,18 @@ Prompts (`prompt_mode`)
     * ``"auto"`` (default): ``"tokens"`` if ``policy.tokenizer`` has a chat template,
       ``"observation"`` if it has a tokenizer without one, else ``"messages"``.
 
-    In ``"tokens"`` and ``"messages"`` modes an observation becomes new messages: a `str` is
-    one message, role ``"tool"`` if the step's ``info["tool_calls"]`` is truthy, else
-    ``"user"``; a list of messages (from `ChatMessages`) contributes, at reset, all of its
-    messages and afterwards the messages after its last ``"assistant"`` message. So use
-    `LastObservation` or `ChatMessages` below the collector, not the history-rendering
-    wrappers. `system_prompt` is prepended at reset unless the messages start with one.
+    In ``"tokens"`` and ``"messages"`` modes an observation becomes new messages
+    (`xpgym.core.chat.observation_messages`): a `str` is one message, role ``"tool"`` if the
+    step's ``info["tool_calls"]`` is truthy, else ``"user"``; a list of messages (from
+    `ChatMessages`) contributes, at reset, all of its messages and afterwards the messages
+    after its last ``"assistant"`` message. So use `LastObservation` or `ChatMessages` below
+    the collector, not the history-rendering wrappers. `system_prompt` is prepended at reset
+    unless the messages start with one.
     `Turn.prompt_ids` in the other modes is what the policy reports in
     ``Generation.prompt_ids`` (no prefix guarantee).
 
-Limits, all visible in the last turn's ``info`` and in ``Episode.info``:
+Limits, all visible in the last turn's ``info`` and in ``Episode.info`` (the episode's
+turns, limits and end are recorded by `xpgym.core.recorder.EpisodeRecorder`):
     * Truncated generation (``finish_reason == "length"``): the cut-off text is sent to the
       env as the action, unchanged, and the turn gets ``info["generation_truncated"] =
       True``. (The env judges it like any text; GEM instead sends a fixed invalid action.)
@@ -72,36 +76,37 @@ Limits, all visible in the last turn's ``info`` and in ``Episode.info``:
       policy's `ContextLengthError` for a request is handled the same way.
     * `max_turns`: after that many turns the last turn gets ``truncated=True`` and
       ``info["truncated_reason"] = "max_turns"`` (unless the env ended the episode).
+    ``Episode.info["truncated_reason"]`` names the limit that ended an episode (context or
+    `max_turns`).
     * A sub-env that fails (``info["error"]``) ends its episode as truncated; the episode is
       returned like any other, with the error in its last turn's info.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import secrets
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
-from xpgym.core.policies import (
-    ContextLengthError,
-    Generation,
-    Message,
-    Policy,
-    PolicyError,
-    Prompt,
-    encode_prompt,
-)
-from xpgym.core.trajectory import ChatPromptBuilder, Episode, Turn
+from xpgym.core import chat
+from xpgym.core.deprecation import moved_names
+from xpgym.core.policies import ContextLengthError, Generation, Policy, PolicyError
+from xpgym.core.recorder import EpisodeRecorder, TurnLimit
+from xpgym.core.trajectory import Episode
 from xpgym.core.vector.base import AutoresetMode, SubEnvError, VectorEnv, derive_seeds
 
-__all__ = ["PromptMode", "RolloutCollector", "collect_episodes", "observation_messages"]
+__all__ = ["PromptMode", "RolloutCollector", "collect_episodes"]
+
+# `observation_messages` moved to the chat vocabulary.
+__getattr__ = moved_names(__name__, {"observation_messages": "xpgym.core.chat"})
 
 logger = logging.getLogger(__name__)
 
@@ -134,11 +139,11 @@ class _Run:
     """An episode in progress on one sub-env."""
 
     work: _Work
-    episode: Episode
+    recorder: EpisodeRecorder
     observation: Any
-    prompt: Prompt | None = None
+    prompt: chat.Prompt | None = None
     prompt_ids: list[int] | None = None
-    messages: list[Message] | None = None
+    messages: list[chat.Message] | None = None
     in_flight: bool = False
 
 
@@ -150,7 +155,8 @@ class RolloutCollector:
             ``group_size > 1``. Sub-envs of different env ids may be mixed; a group's
             episodes then all run on sub-envs with the leader's id.
         policy: A `Policy` (batched) or `ConcurrentPolicy` (has ``submit``).
-        max_turns: End episodes after this many turns (``None``: only the env ends them).
+        max_turns: End episodes after this many turns (``None``: only the env ends them);
+            the loop-side limit of `xpgym.core.recorder` (the env-side one is `MaxTurns`).
         prompt_mode: ``"auto"``, ``"tokens"``, ``"messages"`` or ``"observation"``.
         system_prompt: System message for ``"tokens"``/``"messages"`` modes.
         max_prompt_tokens: Longest prompt, in tokens, given to the policy (default:
@@ -164,7 +170,8 @@ class RolloutCollector:
             its class name for unregistered envs).
 
     Raises:
-        ValueError: unknown `prompt_mode`, or ``"tokens"`` without a policy tokenizer.
+        ValueError: unknown `prompt_mode`, ``"tokens"`` without a policy tokenizer, or a
+            `max_turns` that is neither `None` nor a positive int.
     """
 
     def __init__(
@@ -177,13 +184,12 @@ class RolloutCollector:
         system_prompt: str | None = None,
         max_prompt_tokens: int | None = None,
         chat_template_kwargs: Mapping[str, Any] | None = None,
-        prompt_builder: ChatPromptBuilder | None = None,
+        prompt_builder: chat.ChatPromptBuilder | None = None,
         env_id: str | None = None,
     ) -> None:
         if prompt_mode not in _PROMPT_MODES:
             raise ValueError(f"prompt_mode must be one of {_PROMPT_MODES}, got {prompt_mode!r}")
-        if max_turns is not None and max_turns < 1:
-            raise ValueError(f"max_turns must be a positive int or None, got {max_turns!r}")
+        TurnLimit(max_turns)  # refuse a bad limit now, not at the first episode
         if not callable(getattr(policy, "generate", None)):
             raise TypeError(
                 f"policy must have generate(prompts) -> list[Generation] (the Policy protocol), "
@@ -212,7 +218,7 @@ class RolloutCollector:
         self.max_prompt_tokens = max_prompt_tokens
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
         if prompt_builder is None and prompt_mode == "tokens":
-            prompt_builder = ChatPromptBuilder(
+            prompt_builder = chat.ChatPromptBuilder(
                 self.tokenizer, chat_template_kwargs=self.chat_template_kwargs
             )
         self.prompt_builder = prompt_builder
@@ -265,18 +271,19 @@ class RolloutCollector:
             free=list(range(self.vec_env.num_envs)),
         )
         pending: dict[Future[Generation], int] = {}
-        try:
-            while state.queue or state.runs:
-                self._start_episodes(state, group_size)
-                if self.concurrent:
-                    generations = self._await_generations(state, pending)
-                else:
-                    generations = self._generate_batch(state)
-                if generations:
-                    self._step(state, generations)
-        finally:
-            for future in pending:
-                future.cancel()
+        with _autoreset_disabled(self.vec_env):
+            try:
+                while state.queue or state.runs:
+                    self._start_episodes(state, group_size)
+                    if self.concurrent:
+                        generations = self._await_generations(state, pending)
+                    else:
+                        generations = self._generate_batch(state)
+                    if generations:
+                        self._step(state, generations)
+            finally:
+                for future in pending:
+                    future.cancel()
         assert all(e is not None for e in state.results)
         return state.results  # type: ignore[return-value]
 
@@ -381,33 +388,29 @@ class RolloutCollector:
 
     def _begin(self, state: _Collection, i: int, work: _Work) -> None:
         group = state.groups[work.group]
-        episode = Episode(
+        recorder = EpisodeRecorder(
             env_id=group.kind,
             seed=group.seed,
             group_id=group.group_id,
-            info={"reset_info": copy.copy(group.info)},
+            reset_info=group.info,
+            max_turns=self.max_turns,
+            system_prompt=self.system_prompt,
         )
         observation = copy.deepcopy(group.observation)  # members never share message lists
-        run = _Run(work=work, episode=episode, observation=observation)
+        run = _Run(work=work, recorder=recorder, observation=observation)
         state.runs[i] = run
         if self.prompt_mode == "tokens":
             assert self.prompt_builder is not None
-            run.prompt_ids = self.prompt_builder.start(self._first_messages(observation))
+            run.prompt_ids = self.prompt_builder.start(recorder.first_messages(observation))
             run.prompt = run.prompt_ids
         elif self.prompt_mode == "messages":
-            run.messages = self._first_messages(observation)
+            run.messages = recorder.first_messages(observation)
             run.prompt = [dict(m) for m in run.messages]
         else:
             run.prompt = observation
         self._check_context(state, i)
 
     # -- prompts -------------------------------------------------------------------------
-    def _first_messages(self, observation: Any) -> list[Message]:
-        messages = observation_messages(observation, {}, first=True)
-        if self.system_prompt is not None and not (messages and messages[0]["role"] == "system"):
-            messages.insert(0, {"role": "system", "content": self.system_prompt})
-        return messages
-
     def _advance(
         self, state: _Collection, i: int, generation: Generation, obs: Any, info: dict
     ) -> None:
@@ -418,13 +421,13 @@ class RolloutCollector:
             assert self.prompt_builder is not None
             assert run.prompt_ids is not None
             assert generation.token_ids is not None
-            new = observation_messages(obs, info, first=False)
+            new = chat.observation_messages(obs, info, first=False)
             run.prompt_ids = self.prompt_builder.extend(run.prompt_ids, generation.token_ids, new)
             run.prompt = run.prompt_ids
         elif self.prompt_mode == "messages":
             assert run.messages is not None
             run.messages.append({"role": "assistant", "content": generation.text})
-            run.messages.extend(observation_messages(obs, info, first=False))
+            run.messages.extend(chat.observation_messages(obs, info, first=False))
             run.prompt = [dict(m) for m in run.messages]
         else:
             run.prompt = obs
@@ -439,7 +442,7 @@ class RolloutCollector:
             length = len(run.prompt_ids)
         elif self.tokenizer is not None:
             assert run.prompt is not None
-            length = len(encode_prompt(self.tokenizer, run.prompt, self.chat_template_kwargs))
+            length = len(chat.encode_prompt(self.tokenizer, run.prompt, self.chat_template_kwargs))
         else:
             return
         if length > self.max_prompt_tokens:
@@ -453,25 +456,8 @@ class RolloutCollector:
 
     def _end_for_context(self, state: _Collection, i: int) -> None:
         run = state.runs[i]
-        turns = run.episode.turns
-        if turns:
-            last = turns[-1]
-            last.truncated = True
-            last.info["truncated_reason"] = "context"
-        else:
-            turns.append(
-                Turn(
-                    observation=run.observation,
-                    action="",
-                    reward=0.0,
-                    truncated=True,
-                    info={"truncated_reason": "context", "generation_skipped": True},
-                    prompt_ids=run.prompt_ids,
-                    response_ids=[] if run.prompt_ids is not None else None,
-                    response_logprobs=[] if run.prompt_ids is not None else None,
-                )
-            )
-        self._finish(state, i, truncated_reason="context")
+        run.recorder.end_for_context(run.observation, run.prompt_ids)
+        self._finish(state, i)
 
     # -- generating ----------------------------------------------------------------------
     def _generate_batch(self, state: _Collection) -> dict[int, Generation]:
@@ -521,56 +507,36 @@ class RolloutCollector:
         observations, rewards, terminated, truncated, infos = self.vec_env.step(
             {i: generations[i].text for i in order}
         )
-        same_step = self.vec_env.autoreset_mode is AutoresetMode.SAME_STEP
         for j, i in enumerate(order):
-            run, generation = state.runs[i], generations[i]
-            obs, info = observations[j], infos[j]
-            over = bool(terminated[j] or truncated[j])
-            if same_step and over:  # the sub-env was reset already; take the ending step's
-                obs, info = info.get("final_obs"), info.get("final_info", info)
+            run, generation, info = state.runs[i], generations[i], infos[j]
             if "error" in info:
                 state.broken.add(i)
-            turn_info = dict(info)
-            if generation.finish_reason == "length":
-                turn_info["generation_truncated"] = True
-            tokens = self.prompt_mode == "tokens"
-            run.episode.turns.append(
-                Turn(
-                    observation=run.observation,
-                    action=generation.text,
-                    reward=float(rewards[j]),
-                    terminated=bool(terminated[j]),
-                    truncated=bool(truncated[j]),
-                    info=turn_info,
-                    prompt_ids=run.prompt_ids if tokens else generation.prompt_ids,
-                    response_ids=generation.token_ids,
-                    response_logprobs=generation.logprobs,
-                )
+            over = run.recorder.record(
+                run.observation,
+                generation,
+                rewards[j],
+                terminated[j],
+                truncated[j],
+                info,
+                prompt_ids=run.prompt_ids
+                if self.prompt_mode == "tokens"
+                else generation.prompt_ids,
             )
             if over:
                 self._finish(state, i)
-            elif self.max_turns is not None and len(run.episode.turns) >= self.max_turns:
-                run.episode.turns[-1].truncated = True
-                run.episode.turns[-1].info["truncated_reason"] = "max_turns"
-                self._finish(state, i, truncated_reason="max_turns")
             else:
-                self._advance(state, i, generation, obs, info)
+                self._advance(state, i, generation, observations[j], info)
 
-    def _finish(self, state: _Collection, i: int, truncated_reason: str | None = None) -> None:
+    def _finish(self, state: _Collection, i: int) -> None:
         run = state.runs.pop(i)
-        last = run.episode.turns[-1].info
-        if "episode" in last:
-            run.episode.info["episode"] = last["episode"]
-        if truncated_reason is not None:
-            run.episode.info["truncated_reason"] = truncated_reason
-        state.results[run.work.slot] = run.episode
+        state.results[run.work.slot] = run.recorder.episode
         state.free.append(i)
         state.free.sort()
         logger.debug(
             "episode %d finished on sub-env %d after %d turns",
             run.work.slot,
             i,
-            len(run.episode.turns),
+            len(run.recorder.episode.turns),
         )
 
 
@@ -586,42 +552,6 @@ class _Collection:
     broken: set[int] = field(default_factory=set)  # sub-envs discarded after a failed step
 
 
-def observation_messages(
-    observation: Any, info: Mapping[str, Any], *, first: bool
-) -> list[Message]:
-    """The chat messages an observation adds to the conversation.
-
-    A text observation is one message: role ``"tool"`` when it answers tool calls
-    (``info["tool_calls"]``) after the first turn, else ``"user"``. A chat-message
-    observation (a list of ``{"role", "content"}`` dicts) adds every message after its last
-    assistant message (all of them on the first turn).
-
-    Raises:
-        ValueError: a chat-message observation has nothing after its last assistant message.
-        TypeError: the observation is neither text nor chat messages.
-    """
-    if isinstance(observation, str):
-        role = "tool" if info.get("tool_calls") and not first else "user"
-        return [{"role": role, "content": observation}]
-    if isinstance(observation, list) and all(isinstance(m, dict) for m in observation):
-        if first:
-            return [dict(m) for m in observation]
-        last = max(
-            (k for k, m in enumerate(observation) if m.get("role") == "assistant"), default=-1
-        )
-        new = [dict(m) for m in observation[last + 1 :]]
-        if not new:
-            raise ValueError(
-                "the env's chat-message observation has no message after the last assistant "
-                "message, so there is nothing new to show the policy"
-            )
-        return new
-    raise TypeError(
-        "prompt_mode 'tokens' and 'messages' need str or chat-message observations, got "
-        f"{type(observation).__name__}: {observation!r:.80}"
-    )
-
-
 def _check_generation(generation: Any, mode: str, policy: Any) -> None:
     if not isinstance(generation, Generation) or not isinstance(generation.text, str):
         raise PolicyError(
@@ -632,6 +562,18 @@ def _check_generation(generation: Any, mode: str, policy: Any) -> None:
             f"prompt_mode='tokens' needs token ids, but {type(policy).__name__} returned a "
             "Generation without token_ids; use prompt_mode='messages'"
         )
+
+
+@contextlib.contextmanager
+def _autoreset_disabled(vec_env: VectorEnv) -> Iterator[None]:
+    """Run `vec_env` with ``AutoresetMode.DISABLED`` (and publish it in its ``metadata``)
+    inside the block; its own mode is back afterwards, even on error."""
+    mode = vec_env.autoreset_mode
+    vec_env.autoreset_mode = vec_env.metadata["autoreset_mode"] = AutoresetMode.DISABLED
+    try:
+        yield
+    finally:
+        vec_env.autoreset_mode = vec_env.metadata["autoreset_mode"] = mode
 
 
 def collect_episodes(

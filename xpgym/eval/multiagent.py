@@ -3,7 +3,8 @@
 The loop: ``env.reset(seed=seed)``; then, while agents are live, every agent in
 ``env.agent_selector.active_agents()`` (the selected agent in sequential mode, every live
 agent in parallel mode) gets its prompt, the prompts of the step are submitted at once, and
-the joint action goes to ``env.step``. `max_turns` bounds the number of env steps.
+the joint action goes to ``env.step``. `max_turns` bounds the number of env steps (the
+loop-side `xpgym.core.recorder.TurnLimit`, counted in joint steps).
 
 Prompts are chat messages, one conversation per agent, as in the collector's
 ``"messages"`` mode: an optional system message, then for each time the agent acts its
@@ -34,8 +35,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from xpgym.core.chat import Message, encode_prompt, with_system_prompt
 from xpgym.core.multiagent import AgentID, MultiAgentEnv
-from xpgym.core.policies import ConcurrentPolicy, ContextLengthError, Message, encode_prompt
+from xpgym.core.policies import ConcurrentPolicy, ContextLengthError
+from xpgym.core.recorder import TurnLimit
 from xpgym.eval.metrics import is_success
 
 __all__ = ["AgentOutcome", "MultiAgentEpisode", "play_multiagent"]
@@ -91,20 +94,21 @@ def play_multiagent(
         system_prompt: The first message of every agent's conversation.
 
     Raises:
-        ValueError: an agent has no policy. Whatever a policy or the env raises, except
-            `ContextLengthError` (which ends the episode).
+        ValueError: an agent has no policy, or `max_turns` is neither `None` nor a positive
+            int. Whatever a policy or the env raises, except `ContextLengthError` (which
+            ends the episode).
     """
     missing = [agent for agent in env.possible_agents if agent not in policies]
     if missing:
         raise ValueError(f"no policy for agents {missing} of {env}")
+    limit = TurnLimit(max_turns)
     observations, infos = env.reset(seed=seed)
     outcomes = {agent: AgentOutcome(final_info=dict(infos[agent])) for agent in env.agents}
-    start: list[Message] = [] if system_prompt is None else [_message("system", system_prompt)]
-    conversations = {agent: list(start) for agent in env.agents}
+    conversations = {agent: with_system_prompt([], system_prompt) for agent in env.agents}
     episode = MultiAgentEpisode(transcript=[], agents=outcomes)
     while env.agents:
-        if max_turns is not None and len(episode.transcript) >= max_turns:
-            episode.truncated_reason = "max_turns"
+        if limit.reached(len(episode.transcript)):
+            episode.truncated_reason = limit.reason
             break
         acting = env.agent_selector.active_agents()
         for agent in acting:

@@ -22,7 +22,8 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from xpgym.core.policies import ConcurrentPolicy, Generation, Policy, PolicyError, Prompt
+from xpgym.core.chat import Prompt
+from xpgym.core.policies import ConcurrentPolicy, Generation, Policy, PolicyError
 
 __all__ = ["BatchingPolicy", "RandomPolicy", "TimedPolicy", "generate_via_submit"]
 

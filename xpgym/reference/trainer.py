@@ -105,7 +105,8 @@ from xpgym.core.advantages import (
     turn_gae,
     turn_rewards,
 )
-from xpgym.core.trajectory import Episode, PaddedRows, episode_rows, turn_rows
+from xpgym.core.layouts import PaddedRows, episode_rows, turn_rows
+from xpgym.core.trajectory import Episode
 from xpgym.reference._checks import check_choice, check_positive, check_positive_int
 from xpgym.reference.losses import (
     KL_ESTIMATORS,

@@ -23,9 +23,9 @@ import numpy as np
 import torch
 
 import xpgym
+from xpgym.core.layouts import episode_rows
 from xpgym.core.policies import Generation
 from xpgym.core.rollout import RolloutCollector
-from xpgym.core.trajectory import episode_rows
 from xpgym.reference.losses import token_logprobs
 
 if TYPE_CHECKING:

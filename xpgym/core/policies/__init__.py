@@ -11,12 +11,10 @@ collector (`xpgym.core.rollout`) needs nothing else. Backends in this package:
 Importing this package imports neither torch, transformers nor vllm; each backend module
 imports its engine lazily, when a policy is built.
 
-Prompts (`Prompt`) come in three kinds; a backend says which it accepts:
-
-* ``list[int]``: token ids, used verbatim (the collector's token-exact mode);
-* ``str``: text, tokenized by the backend without adding special tokens;
-* ``list[Message]``: chat messages, rendered by the backend with its chat template and the
-  generation prompt.
+Prompts (`xpgym.core.chat.Prompt`) come in three kinds; a backend says which it accepts:
+token ids (used verbatim), text (tokenized without special tokens), or chat messages
+(rendered with the chat template and the generation prompt); `xpgym.core.chat.encode_prompt`
+turns any of them into ids.
 
 Contract of `Policy.generate(prompts)`: returns a list of the same length, in the same order,
 whose ``i``-th `Generation` answers ``prompts[i]``. It raises rather than returning fewer
@@ -30,22 +28,22 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from xpgym.core.wrappers.observation import Message
+from xpgym.core import chat
+from xpgym.core.deprecation import moved_names
 
 __all__ = [
     "ConcurrentPolicy",
     "ContextLengthError",
     "FinishReason",
     "Generation",
-    "Message",
     "Policy",
     "PolicyError",
-    "Prompt",
-    "encode_prompt",
 ]
 
-Prompt = list[int] | str | list[Message]
-"""Token ids, text, or chat messages (see the module docstring)."""
+# `Message`, `Prompt` and `encode_prompt` moved to the chat vocabulary.
+__getattr__ = moved_names(
+    __name__, dict.fromkeys(("Message", "Prompt", "encode_prompt"), "xpgym.core.chat")
+)
 
 FinishReason = Literal["stop", "length"]
 """``"stop"``: the model emitted a stop token (or the backend's stop condition);
@@ -116,7 +114,7 @@ class Policy(Protocol):
 
     tokenizer: Any
 
-    def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
+    def generate(self, prompts: Sequence[chat.Prompt]) -> list[Generation]:
         """One `Generation` per prompt, in order (see the module docstring)."""
         ...
 
@@ -130,41 +128,6 @@ class ConcurrentPolicy(Policy, Protocol):
     be safe to call from the collector's thread while earlier requests are in flight.
     """
 
-    def submit(self, prompt: Prompt) -> Future[Generation]:
+    def submit(self, prompt: chat.Prompt) -> Future[Generation]:
         """Start generating for `prompt`; the future holds the `Generation` or the error."""
         ...
-
-
-def encode_prompt(
-    tokenizer: Any, prompt: Prompt, chat_template_kwargs: dict[str, Any] | None = None
-) -> list[int]:
-    """The token ids of `prompt` under `tokenizer` (for backends that take ids).
-
-    Token ids are returned as a new list; text is encoded without special tokens (a rendered
-    chat template already holds them); messages are rendered with
-    ``apply_chat_template(..., add_generation_prompt=True)``.
-
-    Raises:
-        ValueError: the prompt is empty.
-        TypeError: the prompt is none of the three kinds.
-    """
-    if isinstance(prompt, str):
-        return list(tokenizer.encode(prompt, add_special_tokens=False))
-    if not isinstance(prompt, (list, tuple)) or not prompt:
-        raise (ValueError if isinstance(prompt, (list, tuple)) else TypeError)(
-            f"a prompt is token ids, text or chat messages, got {prompt!r:.80}"
-        )
-    if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        return [int(t) for t in prompt]
-    if all(isinstance(m, dict) for m in prompt):
-        rendered = tokenizer.apply_chat_template(
-            list(prompt),
-            tokenize=True,
-            add_generation_prompt=True,
-            return_dict=False,
-            **(chat_template_kwargs or {}),
-        )
-        if isinstance(rendered, dict) or hasattr(rendered, "input_ids"):
-            rendered = rendered["input_ids"]
-        return [int(t) for t in rendered]
-    raise TypeError(f"a prompt is token ids, text or chat messages, got {prompt!r:.80}")

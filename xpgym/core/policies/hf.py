@@ -5,7 +5,7 @@ For decoder-only causal LMs. torch and transformers are imported when a policy i
 
 What a call does, for prompts ``p_0 .. p_{B-1}`` (at most `batch_size` at a time):
 
-1. each prompt becomes token ids (`xpgym.core.policies.encode_prompt`);
+1. each prompt becomes token ids (`xpgym.core.chat.encode_prompt`);
 2. the rows are **left-padded** to the longest (``pad_token_id``; attention mask 0 on pads)
    and generated together with ``output_scores=True, return_dict_in_generate=True``;
 3. row ``b``'s response is its new tokens up to and including the first stop token;
@@ -44,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
+from xpgym.core.chat import Prompt, encode_prompt
 from xpgym.core.optional import import_optional
-from xpgym.core.policies import Generation, Prompt, encode_prompt
+from xpgym.core.policies import Generation
 
 __all__ = ["HFPolicy"]
 

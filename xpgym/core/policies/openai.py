@@ -64,13 +64,8 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from xpgym.core.policies import (
-    ContextLengthError,
-    Generation,
-    Message,
-    PolicyError,
-    Prompt,
-)
+from xpgym.core.chat import Message, Prompt
+from xpgym.core.policies import ContextLengthError, Generation, PolicyError
 
 __all__ = ["OpenAIPolicy"]
 

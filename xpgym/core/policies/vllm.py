@@ -2,7 +2,7 @@
 
 vllm is imported when a policy is built or used, never when this module is imported.
 
-A call turns every prompt into token ids (`xpgym.core.policies.encode_prompt`, with the
+A call turns every prompt into token ids (`xpgym.core.chat.encode_prompt`, with the
 engine's tokenizer), sends them as ``{"prompt_token_ids": ids}`` prompts to
 ``LLM.generate(prompts, sampling_params=[...], use_tqdm=False)`` with one ``SamplingParams``
 per prompt, and reads ``outputs[0]`` of each ``RequestOutput``:
@@ -49,14 +49,9 @@ from typing import Any
 
 import numpy as np
 
+from xpgym.core.chat import Prompt, encode_prompt
 from xpgym.core.optional import import_optional
-from xpgym.core.policies import (
-    ContextLengthError,
-    Generation,
-    PolicyError,
-    Prompt,
-    encode_prompt,
-)
+from xpgym.core.policies import ContextLengthError, Generation, PolicyError
 
 __all__ = ["VLLMPolicy"]
 

@@ -19,6 +19,7 @@ Every wrapper keeps its state in `get_wrapper_state`, so ``get_state()`` of the 
 restores history, counters and schedules together.
 """
 
+from xpgym.core.deprecation import moved_names
 from xpgym.core.wrappers.limits import (
     HorizonSchedule,
     LinearTurnSchedule,
@@ -28,9 +29,7 @@ from xpgym.core.wrappers.limits import (
 from xpgym.core.wrappers.observation import (
     ChatMessages,
     ChatTemplate,
-    ChatTokenizer,
     LastObservation,
-    Message,
     ObservationActionHistory,
     ObservationHistory,
 )
@@ -40,16 +39,17 @@ from xpgym.core.wrappers.tools import ToolEnvWrapper
 __all__ = [
     "ChatMessages",
     "ChatTemplate",
-    "ChatTokenizer",
     "EpisodeStatistics",
     "HorizonSchedule",
     "LastObservation",
     "LinearTurnSchedule",
     "MaxTurns",
-    "Message",
     "ObservationActionHistory",
     "ObservationHistory",
     "PiecewiseTurnSchedule",
     "ToolEnvWrapper",
     "count_tool_calls",
 ]
+
+# `Message` and `ChatTokenizer` moved to the chat vocabulary.
+__getattr__ = moved_names(__name__, dict.fromkeys(("ChatTokenizer", "Message"), "xpgym.core.chat"))

@@ -26,37 +26,24 @@ Conventions shared by every wrapper here:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
+from xpgym.core import chat
+from xpgym.core.deprecation import moved_names
 from xpgym.core.env import Env, Wrapper
 
 __all__ = [
     "ChatMessages",
     "ChatTemplate",
-    "ChatTokenizer",
     "LastObservation",
-    "Message",
     "ObservationActionHistory",
     "ObservationHistory",
 ]
 
-Message = dict[str, str]
-"""A chat message: ``{"role": "system" | "user" | "tool" | "assistant", "content": str}``."""
+# `Message` and `ChatTokenizer` moved to the chat vocabulary.
+__getattr__ = moved_names(__name__, dict.fromkeys(("ChatTokenizer", "Message"), "xpgym.core.chat"))
 
 _ObsT = TypeVar("_ObsT")
-
-
-class ChatTokenizer(Protocol):
-    """Anything with a Hugging Face-style ``apply_chat_template``, e.g. a transformers tokenizer."""
-
-    def apply_chat_template(
-        self,
-        conversation: list[Message],
-        *,
-        tokenize: bool,
-        add_generation_prompt: bool,
-        **kwargs: Any,
-    ) -> Any: ...
 
 
 def _check_max_history(max_history: int | None) -> int | None:
@@ -207,23 +194,20 @@ class _ChatHistory(_History[_ObsT]):
         super().__init__(env, max_history)
         self.system_prompt = system_prompt
 
-    def messages(self, info: Mapping[str, Any] | None = None) -> list[Message]:
+    def messages(self, info: Mapping[str, Any] | None = None) -> list[chat.Message]:
         """The conversation so far (new dicts); `info` supplies this turn's prefix/suffix."""
-        messages: list[Message] = []
-        if self.system_prompt is not None:
-            messages.append({"role": "system", "content": self.system_prompt})
-        first = len(messages)
+        messages: list[chat.Message] = []
         for i, obs in enumerate(self._observations):
             messages.append({"role": "tool" if self._tool_turns[i] else "user", "content": obs})
             if i < len(self._actions):
                 messages.append({"role": "assistant", "content": self._actions[i]})
-        if info and len(messages) > first:
-            messages[first]["content"] = info.get("prefix", "") + messages[first]["content"]
+        if info and messages:
+            messages[0]["content"] = info.get("prefix", "") + messages[0]["content"]
             messages[-1]["content"] += info.get("suffix", "")
-        return messages
+        return chat.with_system_prompt(messages, self.system_prompt)
 
 
-class ChatMessages(_ChatHistory[list[Message]]):
+class ChatMessages(_ChatHistory[list[chat.Message]]):
     """The model sees the episode as a list of chat messages.
 
     Order: an optional ``{"role": "system", "content": system_prompt}``, then for each turn
@@ -233,7 +217,7 @@ class ChatMessages(_ChatHistory[list[Message]]):
     observation. Each call returns new dicts, so callers may edit them freely.
     """
 
-    def _render(self, info: Mapping[str, Any]) -> list[Message]:
+    def _render(self, info: Mapping[str, Any]) -> list[chat.Message]:
         return self.messages(info)
 
 
@@ -251,7 +235,7 @@ class ChatTemplate(_ChatHistory[str]):
     def __init__(
         self,
         env: Env,
-        tokenizer: ChatTokenizer,
+        tokenizer: chat.ChatTokenizer,
         system_prompt: str | None = None,
         add_generation_prompt: bool = True,
         max_history: int | None = None,
