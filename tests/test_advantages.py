@@ -1,9 +1,9 @@
 """Specification of the reference advantage math in `xpgym.core.advantages`.
 
 Three kinds of test: each vectorised function against a plain loop written here from the
-formula; the toy batches of research/trainer-schemas.md section 7, where a trainer's own
-code was run, reproduced with the options the module docstring maps to that trainer; and
-input validation.
+formula; the toy batches of docs/trainers.md ("The trainers' own advantage code on toy
+batches"), where a trainer's own code was run, reproduced with the options the module
+docstring maps to that trainer; and input validation.
 """
 
 from __future__ import annotations
@@ -312,7 +312,7 @@ def test_rebn_zero_std_tolerance_zeroes_a_nearly_constant_batch():
 
 
 def test_population_rebn_is_sqrt_n_over_n_minus_one_times_unbiased_rebn():
-    # research/trainer-schemas.md section 7: GEM's ReBN (population std) is larger than the
+    # docs/trainers.md, toy batches: GEM's ReBN (population std) is larger than the
     # unbiased implementations by sqrt(N / (N - 1)); exact with eps = 0.
     returns, mask = pad([[0.0, 1.0, 0.5], [2.0], [-1.0, 0.25]])
     n = int(mask.sum())
@@ -501,7 +501,8 @@ def test_broadcast_to_tokens_of_turn_advantages_follows_the_layout():
 
 
 # --------------------------------------------------------------------------------------------
-# research/trainer-schemas.md section 7: numbers from the trainers' own code
+# docs/trainers.md, "The trainers' own advantage code on toy batches": numbers from the
+# trainers' own code
 
 TOY_SCORES = np.array([1.0, 0.0, 1.0, 0.0])
 TOY_GROUPS = ["a", "a", "b", "b"]

@@ -43,7 +43,7 @@ binary fractions.
 Which options reproduce which trainer
 -------------------------------------
 ``r, m``: turn rewards and mask; ``s, g``: episode scores and group ids; ``n_tok``: each
-turn's token count ``[B, T]``. The trainer side is in research/trainer-schemas.md.
+turn's token count ``[B, T]``. The trainer side is in docs/trainers.md.
 
 - Oat / GEM ``train_oat.py --norm_return`` (ReBN):
   ``rebn(discounted_returns(r, m, gamma), m)`` (population std, eps 1e-9 added to it).

@@ -60,7 +60,7 @@ DEFAULT_PRELOAD: Final = (
 
 Besides the usual standard library of model-written programs: ``logging``, ``pathlib`` and
 ``shutil`` (with its compressors, which ``tarfile`` needs: the terminal env's runner imports
-it in every call), about 5 ms of imports per call otherwise.
+it in every call), which each call would otherwise import again.
 """
 
 

@@ -4,9 +4,9 @@ Why a zygote, not ``bwrap`` + ``python`` per call
 -------------------------------------------------
 
 Starting bubblewrap and then an interpreter for every call costs two process starts and a
-Python start-up: measured, 2.3x a bare ``python -c`` spawn even without ``site``, where the
-target is GEM's unsandboxed tool (``subprocess.run(["python", "-c", code])``, about a bare
-spawn) and at most 1.5x a bare spawn. Instead, each `Sandbox` starts *one* bubblewrap sandbox
+Python start-up, well above a bare ``python -c`` spawn, which is what GEM's unsandboxed tool
+(``subprocess.run(["python", "-c", code])``) costs (numbers: docs/benchmarks.md, "Sandboxed
+tool latency"). Instead, each `Sandbox` starts *one* bubblewrap sandbox
 running a Python "zygote" (`xpgym.core.sandbox.inside`, whose source is run with ``python -I
 -B -c``) that has imported the standard library once (`DEFAULT_PRELOAD`) and frozen its heap
 (``gc.freeze``, so that calls do not copy its pages). The zygote never runs user code; it
