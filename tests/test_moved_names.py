@@ -57,7 +57,9 @@ MOVED = [
 def test_a_moved_name_imports_from_its_old_path_with_a_warning(
     old: str, name: str, new: str
 ) -> None:
-    with pytest.warns(DeprecationWarning, match=rf"{old}\.{name} moved: import it from {new}"):
+    with pytest.warns(
+        DeprecationWarning, match=rf"{old}\.{name} moved to {new}\.{name}; import it from {new}"
+    ):
         value = getattr(importlib.import_module(old), name)
     assert value is getattr(importlib.import_module(new), name)
 
