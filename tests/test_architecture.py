@@ -28,6 +28,8 @@ def test_the_checker_names_a_broken_rule() -> None:
         " wrapper, policy, vector env, loop or collector",
         "xpgym.core.x imports xpgym.remote.client: core imports no env, adapter, remote, eval"
         " or reference module",
+        "xpgym.envs.common.x imports xpgym.envs.games.wordle: no env family imports another"
+        " (shared helpers live in xpgym.envs.common)",
         "xpgym.envs.math.x imports xpgym.envs.games.presets: no env family imports another"
         " (shared helpers live in xpgym.envs.common)",
         "xpgym.envs.math.y imports parity.core: xpgym never imports recipes or parity",
@@ -44,6 +46,7 @@ planted = {{
     "xpgym.core.x": {{"xpgym.remote.client"}},
     "xpgym.envs.math.x": {{"xpgym.envs.games.presets", "xpgym.envs.common.answers"}},
     "xpgym.envs.math.y": {{"xpgym.envs.math.boxed", "parity.core"}},
+    "xpgym.envs.common.x": {{"xpgym.envs.games.wordle", "xpgym.envs.common.answers"}},
     "xpgym.eval.runner": {{"xpgym.envs.games.presets", "xpgym.core.rollout"}},
 }}
 print("\\n".join(graph.broken_rules(planted)))
