@@ -11,6 +11,7 @@
   sleeps `s` seconds before stepping normally.
 
 `MeetingEnv` adds ``"meet"``, which waits at a shared barrier first: for concurrency tests.
+`AnnouncingEnv` prints each step as it begins: for tests that host it in another process.
 """
 
 from __future__ import annotations
@@ -90,4 +91,13 @@ class MeetingEnv(ToyEnv):
     def step(self, action: str):
         if action == "meet":
             self.barrier.wait()
+        return super().step(action)
+
+
+class AnnouncingEnv(ToyEnv):
+    """`ToyEnv` that prints ``step <action>`` to stdout (flushed) as each step begins, so a
+    test hosting it in another process can read that a step is in flight."""
+
+    def step(self, action: str):
+        print(f"step {action}", flush=True)
         return super().step(action)
