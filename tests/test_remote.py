@@ -1,7 +1,8 @@
 """Remote envs: the HTTP session server and `RemoteEnv`, against real servers on 127.0.0.1.
 
 Most tests use an in-process server (`BackgroundServer`, a uvicorn thread on a free port);
-the dropped-connection test kills a server subprocess with SIGKILL in the middle of a step.
+the dropped-connection test kills a server subprocess with SIGKILL in the middle of a step
+(there `test:RemoteToy-v0` is `toy_envs.AnnouncingEnv`, which prints each step it begins).
 `test:RemoteToy-v0` is `toy_envs.ToyEnv`: action ``"raise"`` raises, ``"sleep:<s>"`` sleeps.
 `test:RemoteMeeting-v0` is `toy_envs.MeetingEnv`: ``"meet"`` waits at the test's barrier.
 """
