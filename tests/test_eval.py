@@ -10,15 +10,14 @@ import shlex
 import subprocess
 import sys
 import threading
-import time
 import types
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fake_servers import ChatServer, FakeLLM, FakeSamplingParams, Reply, completion
+from hang_guard import HANG_GUARD_S
 
 from xpgym.__main__ import main
 from xpgym.core import registry as reg
@@ -157,18 +156,24 @@ def test_samples_of_a_seed_start_from_the_same_state(tmp_path, chat_server):
 def test_requests_of_different_episodes_run_concurrently(tmp_path, chat_server):
     lock = threading.Lock()
     state = {"in_flight": 0, "most": 0}
+    another_arrived = threading.Event()
 
     def responder(body: dict, n: int) -> Reply:
         with lock:
             state["in_flight"] += 1
             state["most"] = max(state["most"], state["in_flight"])
-        time.sleep(0.05)
+        if n == 0:  # the first request is answered only once another one has arrived
+            another_arrived.wait(HANG_GUARD_S)
+        else:
+            another_arrived.set()
         with lock:
             state["in_flight"] -= 1
         return searching(body, n)
 
     server = chat_server(responder)
     run_eval(config(tmp_path, spec_of(server), episodes=4, concurrency=4))
+    records = load_records(tmp_path / "run" / "episodes.jsonl").values()
+    assert len(server.requests) == sum(len(turns_of(r)) for r in records)  # no retry overlapped
     assert state["most"] > 1
 
 
@@ -176,15 +181,20 @@ def test_requests_of_different_episodes_run_concurrently(tmp_path, chat_server):
 
 
 def test_server_errors_and_timeouts_are_retried_and_the_episode_completes(tmp_path, chat_server):
+    retried = threading.Event()
+
     def responder(body: dict, n: int) -> Reply:
         if n == 0:
             return Reply(status=500, body={"error": "boom"})
-        if n == 1:
-            return Reply(body=completion("\\boxed{5}"), delay=1.0)  # past the 0.3 s timeout
+        if n == 1:  # held until the client has given up on it and retried: a timeout
+            retried.wait(HANG_GUARD_S)
+            return Reply(body=completion("\\boxed{5}"))
+        retried.set()
         return searching(body, n)
 
     server = chat_server(responder)
-    summary = run_eval(config(tmp_path, spec_of(server), episodes=1, timeout=0.3, max_retries=3))
+    # 2 s: generous for the answered requests on a busy machine; the held one never answers
+    summary = run_eval(config(tmp_path, spec_of(server), episodes=1, timeout=2.0, max_retries=3))
     (record,) = load_records(tmp_path / "run" / "episodes.jsonl").values()
     assert record["status"] == "ok"
     assert summary.rows[0].success_rate == 1.0
@@ -609,29 +619,41 @@ def test_importing_the_eval_package_imports_nothing_heavy():
 # -- BatchingPolicy -------------------------------------------------------------------------
 
 
-class SlowEcho:
-    """A batched policy that records its batch sizes; "fail" in a batch makes it raise."""
+class GatedEcho:
+    """A batched policy that records its batch sizes; "fail" in a batch makes it raise.
+
+    While `gate` is closed (cleared), ``generate`` sets `busy` and waits for the gate: a test
+    queues more requests behind a batch that is provably in progress, then opens the gate.
+    """
 
     tokenizer = None
 
     def __init__(self, answers: int | None = None) -> None:
         self.batches: list[int] = []
         self.answers = answers
+        self.gate = threading.Event()
+        self.gate.set()
+        self.busy = threading.Event()
 
     def generate(self, prompts):
         self.batches.append(len(prompts))
-        time.sleep(0.05)
+        self.busy.set()
+        self.gate.wait(HANG_GUARD_S)
         if "fail" in prompts:
             raise RuntimeError("model crashed")
         return [Generation(text=f"re:{p}") for p in prompts[: self.answers]]
 
 
 def test_batching_policy_gathers_concurrent_requests_into_batches():
-    inner = SlowEcho()
+    inner = GatedEcho()
+    inner.gate.clear()
     policy = BatchingPolicy(inner, max_batch=4)
     try:
-        with ThreadPoolExecutor(8) as pool:
-            texts = list(pool.map(lambda i: policy.generate([f"p{i}"])[0].text, range(8)))
+        futures = [policy.submit("p0")]
+        assert inner.busy.wait(HANG_GUARD_S)  # p0's batch is being generated
+        futures += [policy.submit(f"p{i}") for i in range(1, 8)]  # they queue up meanwhile
+        inner.gate.set()
+        texts = [future.result(HANG_GUARD_S).text for future in futures]
     finally:
         policy.close()
     assert texts == [f"re:p{i}" for i in range(8)]
@@ -641,22 +663,28 @@ def test_batching_policy_gathers_concurrent_requests_into_batches():
 
 
 def test_batching_policy_fails_every_request_of_a_failed_batch_and_goes_on():
-    policy = BatchingPolicy(SlowEcho(), max_batch=2, linger=0.2)
+    inner = GatedEcho()
+    inner.gate.clear()
+    policy = BatchingPolicy(inner, max_batch=2)
     try:
+        held = policy.submit("held")
+        assert inner.busy.wait(HANG_GUARD_S)  # the next two queue up behind this batch
         futures = [policy.submit("fail"), policy.submit("ok")]
+        inner.gate.set()
+        assert held.result(HANG_GUARD_S).text == "re:held"
         for future in futures:
             with pytest.raises(RuntimeError, match="model crashed"):
-                future.result(timeout=5)
-        assert policy.submit("later").result(timeout=5).text == "re:later"
+                future.result(HANG_GUARD_S)
+        assert policy.submit("later").result(HANG_GUARD_S).text == "re:later"
     finally:
         policy.close()
 
 
 def test_batching_policy_reports_a_wrong_number_of_generations():
-    policy = BatchingPolicy(SlowEcho(answers=0), max_batch=1)
+    policy = BatchingPolicy(GatedEcho(answers=0), max_batch=1)
     try:
         with pytest.raises(PolicyError, match="answered 1 prompts"):
-            policy.submit("a").result(timeout=5)
+            policy.submit("a").result(HANG_GUARD_S)
     finally:
         policy.close()
 

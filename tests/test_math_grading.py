@@ -6,7 +6,6 @@ from __future__ import annotations
 import multiprocessing
 import signal
 import threading
-import time
 
 import pytest
 
@@ -48,11 +47,9 @@ def test_last_boxed_hand_checked(text, expected):
     assert last_boxed(text) == expected
 
 
-def test_last_boxed_is_linear_on_hostile_input():
-    text = r"\boxed{" * 50_000 + "}"
-    start = time.perf_counter()
-    assert last_boxed(text) == ""
-    assert time.perf_counter() - start < 2.0
+def test_last_boxed_on_hostile_input():
+    # its speed (linear in the input) is measured in tests/benchmarks/test_hot_paths.py
+    assert last_boxed(r"\boxed{" * 50_000 + "}") == ""
 
 
 @pytest.mark.parametrize(
@@ -120,12 +117,9 @@ def test_no_box_is_no_answer(grader):
 
 
 def test_pathological_answer_times_out_and_the_grader_recovers(grader):
-    start = time.monotonic()
     result = grader.grade(PATHOLOGICAL, "5", timeout_s=1.0)
-    elapsed = time.monotonic() - start
     assert (result.correct, result.status, result.answer) == (False, "timeout", "9^{9^{9^{9}}}")
     assert "1 s" in result.detail
-    assert elapsed < 10.0  # 1 s limit plus killing the worker, on a busy machine
     assert grader.grade(r"\boxed{2}", "2").correct is True  # a fresh worker took over
 
 

@@ -46,6 +46,10 @@ SMALL = CurveConfig(
 )
 SIGN_FLIP = PLANTED[0]
 
+# The module's training runs take ~25 s on an idle 2-core machine and several times that on a
+# busy one; the suite's 120 s per-test limit is a hang guard, so it gets more room here.
+pytestmark = pytest.mark.timeout(600)
+
 
 @pytest.fixture(scope="module")
 def out_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -59,6 +63,8 @@ def report(out_dir: Path) -> dict[str, Any]:
 
 
 def test_report_structure(report: dict[str, Any], out_dir: Path) -> None:
+    if "not_runnable" in report["trainers"]["rl2"]:  # its extra is optional
+        pytest.skip(f"needs the rl2 trainer: {report['trainers']['rl2']['not_runnable']}")
     assert report["config"]["steps"] == SMALL.steps
     assert set(report) >= {"config", "metric", "start_weights", "band", "reference"}
     assert list(report["reference"]) == ["0", "1", "2", "3"]

@@ -8,7 +8,7 @@ import os
 import re
 import subprocess
 import sys
-import time
+import threading
 import types
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from fake_servers import ChatServer, FakeLLM, FakeSamplingParams, Reply, completion
+from hang_guard import HANG_GUARD_S
 
 import xpgym
 from xpgym.core.chat import encode_prompt
@@ -313,16 +314,16 @@ def test_openai_retries_server_errors_and_rate_limits(serve, status):
     assert len(server.requests) == 3
 
 
-def test_openai_honours_retry_after(serve):
+def test_openai_honours_retry_after(serve, caplog):
     def responder(body, n):
         if n == 0:
             return Reply(status=429, body={"error": "slow down"}, headers={"Retry-After": "0.3"})
         return Reply(body=completion("ok"))
 
+    caplog.set_level(logging.WARNING, logger="xpgym.core.policies.openai")
     with client(serve(responder), backoff_base=0.001) as policy:
-        start = time.monotonic()
-        policy.generate(["a"])
-    assert time.monotonic() - start >= 0.3
+        assert policy.generate(["a"])[0].text == "ok"
+    assert "retry 1/5 in 0.30s" in caplog.text  # the server's 0.3 s, not the 0.001 s backoff
 
 
 def test_openai_gives_up_after_max_retries_with_the_last_error(serve):
@@ -335,20 +336,35 @@ def test_openai_gives_up_after_max_retries_with_the_last_error(serve):
 
 
 def test_openai_retries_a_timed_out_request(serve):
+    retried = threading.Event()
+
     def responder(body, n):
-        return Reply(body=completion("late"), delay=1.0) if n == 0 else Reply(body=completion("ok"))
+        if n == 0:  # held until the client has given up on it and retried: a timeout
+            retried.wait(HANG_GUARD_S)
+            return Reply(body=completion("late"))
+        retried.set()
+        return Reply(body=completion("ok"))
 
     server = serve(responder)
-    with client(server, timeout=0.2, max_retries=2) as policy:
+    # 2 s: generous for the answered request on a busy machine; the held one never answers
+    with client(server, timeout=2.0, max_retries=2) as policy:
         assert policy.generate(["a"])[0].text == "ok"
     assert len(server.requests) == 2
 
 
 def test_openai_reports_timeouts_after_the_last_attempt(serve):
-    server = serve(lambda body, n: Reply(body=completion("late"), delay=0.6))
+    finished = threading.Event()
+
+    def responder(body, n):
+        finished.wait(HANG_GUARD_S)  # no attempt is answered before the test is over
+        return Reply(body=completion("late"))
+
+    server = serve(responder)
     with client(server, timeout=0.1, max_retries=1) as policy, pytest.raises(PolicyError) as info:
         policy.generate(["a"])
+    finished.set()
     assert "timed out" in str(info.value)
+    assert len(server.requests) == 2
 
 
 def test_openai_retries_refused_connections_then_fails_clearly():
@@ -414,20 +430,28 @@ def test_openai_api_key_never_appears_in_logs_errors_or_repr(serve, monkeypatch,
 
 
 def test_openai_submit_runs_requests_concurrently_and_generate_keeps_order(serve):
+    fast_answered = threading.Event()
+    pair = threading.Barrier(2, timeout=HANG_GUARD_S)
+
     def responder(body, n):
         text = body["messages"][0]["content"]
-        return Reply(body=completion(text), delay=0.5 if text == "slow" else 0.0)
+        if text == "slow":  # answered only after the fast request was
+            fast_answered.wait(HANG_GUARD_S)
+        elif text == "pair":  # answered only when both "pair" requests are in flight at once
+            pair.wait()
+        return Reply(body=completion(text))
 
-    with client(serve(responder), max_concurrency=4) as policy:
+    server = serve(responder)
+    with client(server, max_concurrency=4, timeout=HANG_GUARD_S) as policy:
         slow = policy.submit("slow")
         fast = policy.submit("fast")
-        assert fast.result(timeout=5).text == "fast"
+        assert fast.result(HANG_GUARD_S).text == "fast"
         assert not slow.done()
-        assert slow.result(timeout=5).text == "slow"
-        start = time.monotonic()
-        texts = [g.text for g in policy.generate(["slow", "a", "slow", "b"])]
-    assert texts == ["slow", "a", "slow", "b"]
-    assert time.monotonic() - start < 0.9  # the two slow requests overlapped
+        fast_answered.set()
+        assert slow.result(HANG_GUARD_S).text == "slow"
+        texts = [g.text for g in policy.generate(["pair", "a", "pair", "b"])]
+    assert texts == ["pair", "a", "pair", "b"]
+    assert len(server.requests) == 6  # no retry: the two "pair" requests overlapped
 
 
 def test_openai_policy_drives_the_collector_over_http(serve):

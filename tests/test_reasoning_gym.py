@@ -7,7 +7,6 @@ import json
 import pickle
 import subprocess
 import sys
-import time
 
 import pytest
 from hypothesis import given, settings
@@ -277,9 +276,7 @@ def test_an_answer_evaluated_by_the_scorer_cannot_touch_the_host(tmp_path):
 def test_a_scorer_that_never_returns_times_out():
     env = ReasoningGymEnv("n_queens", score_timeout_s=1.0)
     env.reset(seed=0)
-    start = time.perf_counter()
     obs, reward, terminated, _, info = env.step(answer_tag("9**9**9**9**9"))
-    assert time.perf_counter() - start < 10
     assert (reward, terminated, info["score_error"]) == (0.0, True, "timeout")
     assert "could not be scored (timeout)" in obs
 

@@ -1,8 +1,10 @@
 """Remote envs: the HTTP session server and `RemoteEnv`, against real servers on 127.0.0.1.
 
 Most tests use an in-process server (`BackgroundServer`, a uvicorn thread on a free port);
-the dropped-connection test kills a server subprocess with SIGKILL in the middle of a step.
+the dropped-connection test kills a server subprocess with SIGKILL in the middle of a step
+(there `test:RemoteToy-v0` is `toy_envs.AnnouncingEnv`, which prints each step it begins).
 `test:RemoteToy-v0` is `toy_envs.ToyEnv`: action ``"raise"`` raises, ``"sleep:<s>"`` sleeps.
+`test:RemoteMeeting-v0` is `toy_envs.MeetingEnv`: ``"meet"`` waits at the test's barrier.
 """
 
 from __future__ import annotations
@@ -15,13 +17,13 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hang_guard import HANG_GUARD_S, wait_until
 
 import xpgym
 from xpgym.core.env import EpisodeFinishedError
@@ -31,6 +33,7 @@ from xpgym.remote import BackgroundServer, RemoteEnv, RemoteEnvError, parse_remo
 
 GUESS = "game:GuessTheNumber-v0"
 TOY = "test:RemoteToy-v0"
+MEETING = "test:RemoteMeeting-v0"
 TESTS_DIR = Path(__file__).parent
 
 
@@ -52,6 +55,13 @@ def remote(srv: BackgroundServer, env_id: str = GUESS, **kwargs) -> RemoteEnv:
 def get_json(url: str) -> dict:
     with urllib.request.urlopen(url, timeout=5) as response:
         return json.loads(response.read())
+
+
+def register_meeting(parties: int) -> threading.Barrier:
+    """(Re)register `MEETING` with a fresh barrier of `parties`; return the barrier."""
+    barrier = threading.Barrier(parties, timeout=HANG_GUARD_S)
+    xpgym.register(MEETING, "toy_envs:MeetingEnv", override=True, barrier=barrier)
+    return barrier
 
 
 def transcript(env, seed: int, actions: list[str]) -> list:
@@ -115,10 +125,7 @@ def test_close_deletes_the_session_and_is_idempotent(server):
     assert session in server.store.sessions
     env.close()
     env.close()
-    deadline = time.monotonic() + 5
-    while session in server.store.sessions and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert session not in server.store.sessions
+    assert wait_until(lambda: session not in server.store.sessions)
 
 
 def test_make_with_a_remote_id_returns_a_remote_env(server):
@@ -197,7 +204,7 @@ def test_max_sessions_gives_503_with_a_clear_message():
         assert info.value.status == 503
         assert info.value.error_type == "TooManySessions"
         envs[0].close()
-        time.sleep(0.2)
+        assert wait_until(lambda: len(srv.store.sessions) == 1)
         envs[2].reset(seed=0)  # a freed slot can be used
         for env in envs:
             env.close()
@@ -208,8 +215,7 @@ def test_idle_sessions_are_reaped_and_reset_recreates_them():
         env = RemoteEnv(srv.url, GUESS)
         env.reset(seed=0)
         old = env.session_id
-        time.sleep(1.2)
-        assert srv.store.sessions == {}
+        assert wait_until(lambda: srv.store.sessions == {})  # the reaper closed it
         _, _, _, truncated, info = env.step(r"\boxed{1}")
         assert truncated
         assert "SessionNotFound" in info["error"]
@@ -236,11 +242,11 @@ def test_env_exception_in_reset_raises_and_in_step_truncates(server):
 
 
 def test_a_step_slower_than_the_timeout_truncates_without_hanging(server):
-    with remote(server, TOY, timeout=0.5) as env:
+    barrier = register_meeting(2)  # the step waits for the test, which waits for the step
+    with remote(server, MEETING, timeout=0.5) as env:
         env.reset(seed=0)
-        start = time.monotonic()
-        _, _, _, truncated, info = env.step("sleep:3")
-        assert time.monotonic() - start < 2.0
+        _, _, _, truncated, info = env.step("meet")
+        barrier.wait()  # only now can the abandoned step finish on the server
         assert truncated
         assert "timed out after 0.5 s" in info["error"]
         env.reset(seed=0)  # a new session: the sleeping one is abandoned
@@ -248,16 +254,21 @@ def test_a_step_slower_than_the_timeout_truncates_without_hanging(server):
 
 
 def test_sleeping_sessions_do_not_block_each_other(server):
-    envs = [remote(server, TOY) for _ in range(8)]
+    register_meeting(8)  # each step waits until all eight are in flight at once
+    envs = [remote(server, MEETING) for _ in range(8)]
     for env in envs:
         env.reset(seed=0)
-    threads = [threading.Thread(target=env.step, args=("sleep:0.5",)) for env in envs]
-    start = time.monotonic()
+    results: dict[int, tuple] = {}
+    threads = [
+        threading.Thread(target=lambda i=i: results.update({i: envs[i].step("meet")}))
+        for i in range(8)
+    ]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert time.monotonic() - start < 1.5
+    assert [results[i][0] for i in range(8)] == ["turn=1 last=meet"] * 8
+    assert not any(results[i][3] for i in range(8))  # none truncated
     for env in envs:
         env.close()
 
@@ -270,9 +281,17 @@ def _free_port() -> int:
 
 SERVE_TOY = (
     "import xpgym, sys; from xpgym.remote.server import serve; "
-    f"xpgym.register({TOY!r}, 'toy_envs:ToyEnv'); "
+    f"xpgym.register({TOY!r}, 'toy_envs:AnnouncingEnv'); "
     "serve(['test:*'], port=int(sys.argv[1]))"
 )
+
+
+def answers_health(url: str) -> bool:
+    try:
+        get_json(url + "/health")
+    except (urllib.error.URLError, ConnectionError):
+        return False
+    return True
 
 
 def test_a_killed_server_during_a_step_truncates_with_an_error():
@@ -281,32 +300,39 @@ def test_a_killed_server_during_a_step_truncates_with_an_error():
         **os.environ,
         "PYTHONPATH": f"{TESTS_DIR}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
     }
-    proc = subprocess.Popen([sys.executable, "-c", SERVE_TOY, str(port)], env=env_vars)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", SERVE_TOY, str(port)],
+        env=env_vars,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                get_json(url + "/health")
-                break
-            except (urllib.error.URLError, ConnectionError):
-                assert time.monotonic() < deadline, "server subprocess did not start"
-                time.sleep(0.05)
+        assert wait_until(lambda: answers_health(url)), "server subprocess did not start"
         env = RemoteEnv(url, TOY, timeout=30.0)
         first_obs, _ = env.reset(seed=0)
-        threading.Timer(0.5, proc.kill).start()
-        start = time.monotonic()
-        obs, _, _, truncated, info = env.step("sleep:10")
-        assert time.monotonic() - start < 5.0
+        announced: list[str] = []
+
+        def kill_once_the_step_runs() -> None:
+            announced.append(proc.stdout.readline())  # type: ignore[union-attr]
+            proc.kill()
+
+        killer = threading.Thread(target=kill_once_the_step_runs)
+        killer.start()
+        obs, _, _, truncated, info = env.step(f"sleep:{HANG_GUARD_S}")
+        killer.join()
+        assert announced == [f"step sleep:{HANG_GUARD_S}\n"]  # killed while the step ran
         assert truncated
         assert obs == first_obs
         assert info["error"].startswith("RemoteEnvError:")
+        assert "timed out" not in info["error"]  # the dropped connection ended it
         with pytest.raises(RemoteEnvError, match="is the server running"):
             env.reset(seed=0)
         env.close()
     finally:
         proc.kill()
         proc.wait(10)
+        proc.stdout.close()  # type: ignore[union-attr]
 
 
 # -- inside vector envs ---------------------------------------------------------------------

@@ -11,6 +11,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from hang_guard import HANG_GUARD_S
 from toy_envs import ToyEnv
 
 import xpgym
@@ -65,7 +66,7 @@ class BinarySearchPolicy:
 
 class ConcurrentBinarySearch(BinarySearchPolicy):
     """The same player behind `submit`, on a thread pool; `first_request_gate`, when set,
-    holds the very first request until the event is set (or 10 s pass)."""
+    holds the very first request until the event is set (or the hang guard gives up)."""
 
     def __init__(self, first_request_gate: threading.Event | None = None) -> None:
         super().__init__()
@@ -83,7 +84,7 @@ class ConcurrentBinarySearch(BinarySearchPolicy):
 
     def _answer(self, prompt: Prompt, first: bool) -> Generation:
         if first and self.gate is not None:
-            self.gate_opened = self.gate.wait(timeout=10)
+            self.gate_opened = self.gate.wait(HANG_GUARD_S)
         with self.lock:
             self.completed += 1
         return Generation(text=guess_text(binary_search_guess(prompt)))

@@ -1,8 +1,9 @@
 """`xpgym.core.sandbox`: behaviour, limits, isolation, and hostile programs.
 
 Hostile tests run what a model might write to escape or hurt the host, then check the HOST
-afterwards (files, listeners, processes), not only what the program printed. Timing
-assertions are loose bounds ("returns promptly"), not speed targets; those live in
+afterwards (files, listeners, processes), not only what the program printed. Nothing is
+timed: a limit shows in the outcome (the exit reason, the processes that are gone), an
+ordering by waiting for a state (`wait_until`); speed lives in
 ``tests/benchmarks/test_tool_latency.py``.
 """
 
@@ -13,6 +14,7 @@ import logging
 import os
 import resource
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hang_guard import HANG_GUARD_S, wait_until
 
 from xpgym.core import sandbox as sandbox_module
 from xpgym.core.sandbox import (
@@ -38,7 +41,6 @@ from xpgym.core.sandbox import host as sandbox_host
 
 REPO = Path(__file__).resolve().parent.parent
 FAST = SandboxLimits(cpu_seconds=2, wall_timeout_s=10)
-PROMPT_S = 8.0  # "returns promptly", on a loaded 2-core machine
 
 
 @pytest.fixture(scope="module")
@@ -234,15 +236,13 @@ def test_concurrent_calls_from_threads_get_their_own_results(sandbox: Sandbox) -
 def test_infinite_loop_hits_the_cpu_limit(sandbox: Sandbox) -> None:
     limits = SandboxLimits(cpu_seconds=1, wall_timeout_s=20)
     result = check(sandbox.run_python("while True: pass", limits=limits))
-    assert result.exit_reason == "cpu_limit"
-    assert result.duration_s < PROMPT_S
+    assert result.exit_reason == "cpu_limit"  # long before the wall timeout
 
 
 def test_sleeping_forever_hits_the_wall_timeout(sandbox: Sandbox) -> None:
     limits = SandboxLimits(wall_timeout_s=0.5)
     result = check(sandbox.run_python("import time; time.sleep(1000)", limits=limits))
     assert (result.exit_reason, result.exit_code) == ("timeout", None)
-    assert result.duration_s < PROMPT_S
 
 
 def test_allocating_8_gib_fails_with_memory(sandbox: Sandbox) -> None:
@@ -254,13 +254,16 @@ def test_allocating_8_gib_fails_with_memory(sandbox: Sandbox) -> None:
 
 def test_printing_1_gib_is_capped_and_returns_promptly(sandbox: Sandbox) -> None:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    code = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024): sys.stdout.write(chunk)"
+    code = (
+        "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(1024): sys.stdout.write(chunk)\n"
+        "sys.stderr.write('finished')"
+    )
     limits = SandboxLimits(max_output_bytes=64 << 10)
     result = check(sandbox.run_python(code, limits=limits))
     assert result.exit_reason == "output_limit"
     assert result.output_truncated
     assert len(result.stdout) == 64 << 10
-    assert result.duration_s < PROMPT_S
+    assert "finished" not in result.stderr  # stopped at the cap, not drained to the end
     grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
     assert grown_kib < 100 << 10  # the host never held the flood
 
@@ -508,7 +511,6 @@ def test_fork_bomb_is_contained_and_leaves_no_process(sandbox: Sandbox) -> None:
         done.set()
         watcher.join()
     assert result.exit_reason == "timeout"
-    assert result.duration_s < 2 + PROMPT_S
     assert 0 < peak <= 16
     assert host_processes_with(name) == []
 
@@ -522,7 +524,7 @@ def test_detached_daemon_does_not_survive_the_call(sandbox: Sandbox) -> None:
         "    if os.fork() == 0:\n"
         f"        os.execv('/bin/sleep', [{name!r}, '1000'])\n"
         "    os._exit(0)\n"
-        "for _ in range(100):\n"
+        "while True:\n"  # until the daemon shows; the sandbox's wall timeout is the hang guard
         "    time.sleep(0.02)\n"
         "    seen = [p for p in os.listdir('/proc') if p.isdigit()\n"
         f"            and {name.encode()!r} in open(f'/proc/{{p}}/cmdline', 'rb').read()]\n"
@@ -531,8 +533,7 @@ def test_detached_daemon_does_not_survive_the_call(sandbox: Sandbox) -> None:
         "        break\n"
     )
     result = sandbox.run_python(code)
-    assert result.stdout == "daemon running\n"
-    assert result.duration_s < PROMPT_S
+    assert (result.stdout, result.exit_reason) == ("daemon running\n", "ok")  # not awaited
     assert host_processes_with(name) == []  # gone the moment the call returned
 
 
@@ -541,8 +542,7 @@ def test_background_child_holding_stdout_does_not_block_the_call(sandbox: Sandbo
     code = f"import subprocess\nsubprocess.Popen([{name!r}], executable='/bin/sleep')"
     code = code.replace(f"[{name!r}]", f"[{name!r}, '1000']")
     result = sandbox.run_python(code)
-    assert result.exit_reason == "ok"
-    assert result.duration_s < PROMPT_S
+    assert result.exit_reason == "ok"  # the child's stdout was not awaited
     assert host_processes_with(name) == []
 
 
@@ -595,14 +595,18 @@ def test_killed_sandbox_process_is_replaced_on_the_next_call(own_sandbox: Sandbo
 
 @pytest.mark.slow
 def test_call_in_flight_when_the_sandbox_dies_reports_killed(own_sandbox: Sandbox) -> None:
+    name = marker()[:15]  # the process name (comm) holds 15 characters
+    code = f"import ctypes, time\nctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"
+    code += f"time.sleep({HANG_GUARD_S})"
+    limits = SandboxLimits(wall_timeout_s=HANG_GUARD_S)
     results: list[SandboxResult] = []
     thread = threading.Thread(
-        target=lambda: results.append(own_sandbox.run_python("import time; time.sleep(5)"))
+        target=lambda: results.append(own_sandbox.run_python(code, limits=limits))
     )
     thread.start()
-    time.sleep(1.0)
+    assert wait_until(lambda: host_processes_with(name))  # the call is running
     own_sandbox._runtime.zygote.proc.kill()
-    thread.join(timeout=PROMPT_S)
+    thread.join(timeout=HANG_GUARD_S)
     (result,) = results
     assert (result.exit_reason, result.exit_code) == ("killed", None)
     assert "sandbox failed" in result.stderr
@@ -636,17 +640,11 @@ def test_killing_the_host_process_ends_its_calls() -> None:
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline() == b"ready\n"
-        deadline = time.monotonic() + PROMPT_S
-        while not host_processes_with(name) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert host_processes_with(name)  # the call is running
+        assert wait_until(lambda: host_processes_with(name))  # the call is running
     finally:
         proc.kill()
         proc.wait()
-    deadline = time.monotonic() + PROMPT_S
-    while host_processes_with(name) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert host_processes_with(name) == []
+    assert wait_until(lambda: host_processes_with(name) == [])
 
 
 # ---------------------------------------------------------------------------------------
@@ -704,19 +702,23 @@ def test_processes_do_not_persist_between_calls(sandbox: Sandbox) -> None:
 def test_concurrent_calls_cannot_see_each_other(sandbox: Sandbox) -> None:
     name = marker()
     holder = (
-        "import os, socket, time\n"
+        "import ctypes, os, socket, time\n"
         f"open('/dev/shm/{name}', 'w').write('x')\n"
         f"open('/tmp/{name}', 'w').write('x')\n"
         "s = socket.socket(socket.AF_UNIX)\n"
         f"s.bind('\\0{name}')\n"
         "s.listen()\n"
         "print('ready', flush=True)\n"
-        "time.sleep(3)\n"
+        f"ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)  # set up: show it\n"
+        f"time.sleep({HANG_GUARD_S})\n"
     )
+    limits = SandboxLimits(wall_timeout_s=HANG_GUARD_S)
     results: list[SandboxResult] = []
-    thread = threading.Thread(target=lambda: results.append(sandbox.run_python(holder)))
+    thread = threading.Thread(
+        target=lambda: results.append(sandbox.run_python(holder, limits=limits))
+    )
     thread.start()
-    time.sleep(1.0)
+    assert wait_until(lambda: host_processes_with(name))  # the holder is set up and waiting
     probe = (
         "import os, socket\n"
         "try:\n"
@@ -728,6 +730,10 @@ def test_concurrent_calls_cannot_see_each_other(sandbox: Sandbox) -> None:
         "print(len([p for p in os.listdir('/proc') if p.isdigit()]))\n"
     )
     seen = sandbox.run_python(probe).stdout
+    holders = host_processes_with(name)
+    assert holders  # still waiting: the probe ran while it held its resources
+    for pid in holders:
+        os.kill(pid, signal.SIGKILL)
     thread.join()
     assert results[0].stdout == "ready\n"
     assert seen == "refused\n[] []\n2\n"

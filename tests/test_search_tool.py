@@ -5,13 +5,13 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hang_guard import HANG_GUARD_S
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from toy_envs import ToyEnv
@@ -369,12 +369,13 @@ def served() -> Iterator[str]:
 
 
 class _Scripted(http.server.BaseHTTPRequestHandler):
-    """Answers every POST with what the server's `script` says: (delay_s, status, body)."""
+    """Answers every POST with what the server's `script` says, (status, body), once the
+    server's `answering` event is set (a test clears it to hold requests unanswered)."""
 
     def do_POST(self) -> None:
-        delay, status, body = self.server.script  # type: ignore[attr-defined]
+        status, body = self.server.script  # type: ignore[attr-defined]
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        time.sleep(delay)
+        self.server.answering.wait(HANG_GUARD_S)  # type: ignore[attr-defined]
         data = body.encode()
         self.send_response(status)
         self.send_header("Content-Length", str(len(data)))
@@ -389,7 +390,9 @@ class _Scripted(http.server.BaseHTTPRequestHandler):
 def scripted() -> Iterator[http.server.ThreadingHTTPServer]:
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Scripted)
     server.daemon_threads = True
-    server.script = (0.0, 200, '{"results": []}')  # type: ignore[attr-defined]
+    server.script = (200, '{"results": []}')  # type: ignore[attr-defined]
+    server.answering = threading.Event()  # type: ignore[attr-defined]
+    server.answering.set()  # type: ignore[attr-defined]
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield server
@@ -424,18 +427,17 @@ def test_http_protocol_is_json_query_and_top_k(served: str) -> None:
 
 
 def test_http_timeout_is_a_failed_call(scripted: Any) -> None:
-    scripted.script = (2.0, 200, '{"results": []}')
+    scripted.answering.clear()  # the server answers only after the call has returned
     tool = SearchTool(HTTPSearchBackend(_url(scripted), timeout_s=0.2))
-    start = time.perf_counter()
     result = tool.execute(call("slow"))
-    assert time.perf_counter() - start < 1.5
+    scripted.answering.set()
     assert not result.ok
     assert result.info["exit_reason"] == "timeout"
     assert "did not answer within 0.2 s" in result.observation
 
 
 def test_http_500_is_a_failed_call_with_the_status(scripted: Any) -> None:
-    scripted.script = (0.0, 500, '{"error": "index offline"}')
+    scripted.script = (500, '{"error": "index offline"}')
     result = SearchTool(HTTPSearchBackend(_url(scripted))).execute(call("q"))
     assert not result.ok
     assert result.info["exit_reason"] == "http_error"
@@ -447,7 +449,7 @@ def test_http_500_is_a_failed_call_with_the_status(scripted: Any) -> None:
     "body", ["not json", '{"hits": []}', '{"results": [{"title": "t"}]}', '{"results": [1]}']
 )
 def test_malformed_http_response_is_a_failed_call(scripted: Any, body: str) -> None:
-    scripted.script = (0.0, 200, body)
+    scripted.script = (200, body)
     result = SearchTool(HTTPSearchBackend(_url(scripted))).execute(call("q"))
     assert not result.ok
     assert result.info["exit_reason"] == "bad_response"

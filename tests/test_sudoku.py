@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pickle
 import re
-import time
 
 import numpy as np
 import pytest
@@ -80,15 +79,6 @@ def test_generated_puzzles_have_exactly_givens_and_a_unique_solution(size, given
         assert all(p in (0, s) for p, s in zip(puzzle, solution, strict=True))
         assert count_solutions(puzzle, size, limit=5) == 1
         assert solve(puzzle, size) == solution
-
-
-def test_hard_generation_is_fast():
-    rng = np.random.default_rng(0)
-    generate_puzzle(rng, 9, 30)  # warm up
-    start = time.perf_counter()
-    for _ in range(20):
-        generate_puzzle(rng, 9, 30)
-    assert (time.perf_counter() - start) / 20 < 0.05
 
 
 def test_reset_observation_states_rules_format_and_grid():

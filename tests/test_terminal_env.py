@@ -125,10 +125,10 @@ def test_long_output_keeps_its_start_and_end():
 
 
 def test_command_over_the_time_limit_is_killed():
-    env = scratch(command_timeout_s=0.5)
+    env = scratch(command_timeout_s=2)  # ample time to echo first, on a busy machine
     obs, _, _, _, info = env.step(bash("echo started; sleep 30"))
     assert info["timed_out"] is True
-    assert "over the 0.5 s time limit" in obs
+    assert "over the 2 s time limit" in obs
     assert "started" in obs
 
 
@@ -152,7 +152,7 @@ def test_killing_every_process_loses_only_that_command():
 
 
 def test_fork_bomb_is_contained():
-    env = scratch(command_timeout_s=1)
+    env = scratch(command_timeout_s=10)  # the bomb ends on its own well before
     info = env.step(bash(":(){ :|:& };:"))[4]
     assert info["exit_code"] is not None
     assert env.step(bash("echo alive"))[0] == "exit code: 0\nstdout:\nalive"

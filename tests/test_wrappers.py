@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -668,9 +669,11 @@ def test_episode_statistics_counts_steps_with_truthy_invalid_action():
 
 def test_episode_statistics_time_is_measured_on_the_real_monotonic_clock():
     env = EpisodeStatistics(ToyEnv(episode_length=1))
+    before = time.monotonic()
     env.reset(seed=0)
     elapsed = env.step("sleep:0.05")[4]["episode"]["time"]
-    assert 0.05 <= elapsed < 5.0
+    around = time.monotonic() - before  # the test's own reading brackets the episode's
+    assert 0.05 <= elapsed <= around
 
 
 def test_episode_statistics_returns_a_new_info_and_leaves_the_envs_alone():

@@ -9,10 +9,14 @@
   ``"turn=<turn> last=<a>"``; info ``{"turn": turn, "correct": correct}``.
 * Special actions for failure tests: ``"raise"`` raises `RuntimeError`, ``"sleep:<s>"``
   sleeps `s` seconds before stepping normally.
+
+`MeetingEnv` adds ``"meet"``, which waits at a shared barrier first: for concurrency tests.
+`AnnouncingEnv` prints each step as it begins: for tests that host it in another process.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -69,3 +73,31 @@ class ToyEnv(Env[str]):
 
     def close(self) -> None:
         self.closed += 1
+
+
+class MeetingEnv(ToyEnv):
+    """`ToyEnv` whose action ``"meet"`` waits at `barrier` before stepping normally.
+
+    Steps that meet can only finish once as many of them are in flight at the same time as
+    the barrier has parties: a test shows concurrency by their finishing, not by a clock.
+    Give the barrier a timeout (a broken barrier raises in ``step``). In-process only: a
+    barrier does not cross to another process.
+    """
+
+    def __init__(self, barrier: threading.Barrier, episode_length: int = 3) -> None:
+        super().__init__(episode_length)
+        self.barrier = barrier
+
+    def step(self, action: str):
+        if action == "meet":
+            self.barrier.wait()
+        return super().step(action)
+
+
+class AnnouncingEnv(ToyEnv):
+    """`ToyEnv` that prints ``step <action>`` to stdout (flushed) as each step begins, so a
+    test hosting it in another process can read that a step is in flight."""
+
+    def step(self, action: str):
+        print(f"step {action}", flush=True)
+        return super().step(action)

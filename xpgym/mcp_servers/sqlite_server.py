@@ -32,8 +32,11 @@ Tools
   (unqualified table names are looked up in main, then scratch).
 * ``scratch_reset()``: drop every scratch table of the session (call it between episodes).
 * With ``--debug-tools`` only: ``sleep(seconds)`` (waits, for timeout tests),
-  ``fail(message)`` (raises an unexpected exception) and ``exit_server(code)`` (ends the
-  process without answering, for lost-connection tests).
+  ``fail(message)`` (raises an unexpected exception), ``exit_server(code)`` (ends the
+  process without answering, for lost-connection tests), and a gate for ordering tests:
+  ``wait_at_gate(gate)`` answers only once ``open_gate(gate)`` was called, and
+  ``count_at_gate(gate)`` says how many calls are waiting there, so a test can hold a call
+  provably in flight while others run.
 
 Every call runs one statement (``a; b`` is refused), stops after `query_timeout_s` (an
 SQLite progress handler interrupts it), and fails with a message naming the problem (an
@@ -494,7 +497,8 @@ def build_server(
 
     Args:
         service: The database logic (owns the connections; close it after the server stops).
-        debug_tools: Also register ``sleep``, ``fail`` and ``exit_server`` (for tests).
+        debug_tools: Also register ``sleep``, ``fail``, ``exit_server`` and the gate tools
+            ``wait_at_gate``, ``count_at_gate``, ``open_gate`` (for tests).
         log_level: The server's logging level (its log goes to stderr).
     """
     import anyio
@@ -572,6 +576,31 @@ def build_server(
             """Debug: end the server process at once, without answering."""
             os._exit(code)
 
+        # The gate tools are coroutines: they run on the event loop, which owns the events.
+        gates: dict[str, anyio.Event] = {}
+        waiting: dict[str, int] = {}
+
+        @tool(read_only=True)
+        async def wait_at_gate(gate: str) -> str:
+            """Debug: wait until open_gate(gate) is called, then answer."""
+            waiting[gate] = waiting.get(gate, 0) + 1
+            try:
+                await gates.setdefault(gate, anyio.Event()).wait()
+            finally:
+                waiting[gate] -= 1
+            return f"gate {gate} opened"
+
+        @tool(read_only=True)
+        async def count_at_gate(gate: str) -> str:
+            """Debug: the number of calls waiting at the gate, as text."""
+            return str(waiting.get(gate, 0))
+
+        @tool(read_only=False)
+        async def open_gate(gate: str) -> str:
+            """Debug: let every call waiting at the gate (and every later one) through."""
+            gates.setdefault(gate, anyio.Event()).set()
+            return f"gate {gate} open"
+
     return server
 
 
@@ -608,7 +637,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--create-sample", action="store_true", help="build the sample store")
     parser.add_argument("--max-rows", type=int, default=100)
     parser.add_argument("--query-timeout", type=float, default=5.0, help="seconds")
-    parser.add_argument("--debug-tools", action="store_true", help="add sleep, fail, exit_server")
+    parser.add_argument(
+        "--debug-tools", action="store_true", help="add sleep, fail, exit_server and a gate"
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     # Plain stderr logging; set up before MCPServer, whose own setup then changes nothing.
