@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -34,6 +35,8 @@ from verl.experimental.agent_loop.agent_loop import DictConfigWrap  # noqa: E402
 from verl.trainer.config import AlgoConfig  # noqa: E402
 from verl.trainer.ppo import core_algos  # noqa: E402
 from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
+from verl.utils.tensordict_utils import list_of_dict_to_tensordict  # noqa: E402
+from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from xpgym.adapters.verl import (  # noqa: E402
@@ -285,11 +288,25 @@ def test_verl_reinforce_plus_plus_discounts_per_policy_token() -> None:
 
 
 class ScriptedServer:
-    """verl's ``server_manager.generate``: answers ``\\boxed{n}`` with n from `guesses`."""
+    """verl's vLLM server actor: answers ``\\boxed{n}`` with n from `guesses`.
 
-    def __init__(self, tokenizer: Any, guesses: list[int]) -> None:
+    Like verl's server it reports the weight version that answered each call
+    (``extra_fields["global_steps"]``, one of `versions` per call: a weight sync may land
+    between two turns of an episode) and the prefix-cache hits (``num_cached_tokens``);
+    `extra_fields` adds more per-call fields (e.g. speculative-decoding counters).
+    """
+
+    def __init__(
+        self,
+        tokenizer: Any,
+        guesses: list[int],
+        versions: list[int] | None = None,
+        extra_fields: dict[str, Any] | None = None,
+    ) -> None:
         self.tokenizer = tokenizer
         self.guesses = list(guesses)
+        self.versions = list(versions) if versions is not None else [1] * len(guesses)
+        self.extra_fields = dict(extra_fields or {})
         self.budgets: list[int] = []
 
     async def generate(
@@ -298,21 +315,65 @@ class ScriptedServer:
         self.budgets.append(sampling_params["max_tokens"])
         text = f"\\boxed{{{self.guesses.pop(0)}}}"
         ids = [*self.tokenizer.encode(text, add_special_tokens=False), self.tokenizer.eos_token_id]
-        return TokenOutput(token_ids=ids, log_probs=[-0.25] * len(ids))
+        return TokenOutput(
+            token_ids=ids,
+            log_probs=[-0.25] * len(ids),
+            stop_reason="completed",
+            num_preempted=0,
+            extra_fields={
+                "global_steps": self.versions.pop(0),
+                "num_cached_tokens": 0,
+                **self.extra_fields,
+            },
+        )
+
+
+class RayHandle:
+    """A Ray actor handle over a local object: ``handle.method.remote(...)`` calls it."""
+
+    def __init__(self, target: Any) -> None:
+        self.target = target
+
+    def __getattr__(self, name: str) -> Any:
+        return SimpleNamespace(remote=getattr(self.target, name))
+
+
+class OneServerBalancer:
+    """verl's global load balancer with one server behind it."""
+
+    def __init__(self, server: ScriptedServer) -> None:
+        self.server = RayHandle(server)
+
+    async def require_acquire_fields(self) -> list[str]:
+        return []
+
+    async def require_release_fields(self) -> list[str]:
+        return []
+
+    async def acquire_server(self, request_id: str) -> tuple[str, RayHandle]:
+        return "server-0", self.server
+
+    def release_server(self, server_id: str, **fields: Any) -> None:
+        pass
 
 
 def agent_loop(tokenizer: Any, server: ScriptedServer, *, use_v1: bool = True) -> XpgymAgentLoop:
+    """The agent loop as verl builds it: its ``server_manager`` is verl's own server client
+    (which adds ``min_global_steps`` / ``max_global_steps`` to every generate output)."""
     config = OmegaConf.create(
         {
-            "actor_rollout_ref": {"rollout": {"prompt_length": 4096, "response_length": 2048}},
+            "actor_rollout_ref": {
+                "rollout": {"name": "vllm", "prompt_length": 4096, "response_length": 2048}
+            },
             "trainer": {"use_v1": use_v1},
             "algorithm": {"gamma": GAMMA},
             "data": {},
         }
     )
+    client = LLMServerClient(config, load_balancer_handle=RayHandle(OneServerBalancer(server)))
     return XpgymAgentLoop(
         trainer_config=DictConfigWrap(config),
-        server_manager=server,
+        server_manager=client,
         tokenizer=tokenizer,
         processor=None,
         dataset_cls=None,
@@ -327,10 +388,11 @@ def tokenizer() -> Any:
     return tiny_tokenizer()
 
 
-def run_row(tokenizer: Any, layout: str, guesses: list[int]) -> Any:
+def run_row(tokenizer: Any, layout: str, guesses: list[int], **server: Any) -> Any:
+    """Play one GuessTheNumber row; `server` goes to `ScriptedServer`."""
     task = make_tasks("game:GuessTheNumber-v0-easy", 1, seed=0)[0]
     row = dataset_rows([task], layout=layout, max_turns=3)[0]
-    loop = agent_loop(tokenizer, ScriptedServer(tokenizer, guesses))
+    loop = agent_loop(tokenizer, ScriptedServer(tokenizer, guesses, **server))
     return asyncio.run(loop.run({"temperature": 1.0}, **row, raw_prompt=row["prompt"]))
 
 
@@ -410,6 +472,38 @@ def test_agent_loop_rows_equal_the_converters(tokenizer: Any) -> None:
         o.as_dict()["rm_scores"].tolist() for o in expected
     ]
     assert [o.prompt_ids for o in got] == [o.prompt_ids for o in expected]
+
+
+@pytest.mark.parametrize("layout", ["per_episode", "per_turn"])
+def test_agent_loop_outputs_carry_the_weight_versions_verls_v1_trainer_casts(
+    tokenizer: Any, layout: str
+) -> None:
+    """verl's V1 worker tags every output with ``extra_fields["min_global_steps"]`` /
+    ``["max_global_steps"]`` (agent_loop_tq.py:215-218) and its trainer casts them with
+    ``dtype=int`` (trainer_base.py:1897): the first and the last generate of the episode."""
+    out = run_row(tokenizer, layout, [0, 0, 0], versions=[3, 4, 5])  # synced after turns 1, 2
+    outputs = out if isinstance(out, list) else [out]
+    fields = [o.as_dict() for o in outputs]  # what the V1 worker stores, one per row
+    list_of_dict_to_tensordict(fields)  # the rows of one episode pack together
+    for key, version in [("min_global_steps", 3), ("max_global_steps", 5)]:
+        tags = np.array([f["extra_fields"].get(key) for f in fields], dtype=int)
+        assert tags.tolist() == [version] * len(outputs), key
+    for output in outputs:
+        assert output.extra_fields["num_cached_tokens"] == 0
+        assert output.metrics.num_preempted == 0
+    # the rows of an episode do not share one dict (verl writes into each row's fields)
+    assert len({id(o.extra_fields) for o in outputs}) == len(outputs)
+
+
+def test_agent_loop_sums_speculative_decoding_counters_over_the_episode(tokenizer: Any) -> None:
+    counters = {
+        "spec_num_draft_tokens": 4,
+        "spec_num_accepted_tokens": 3,
+        "spec_num_verify_steps": 2,
+    }
+    out = run_row(tokenizer, "per_episode", [0, 0, 0], extra_fields=counters)
+    for key, per_call in counters.items():
+        assert out.extra_fields[key] == 3 * per_call, key
 
 
 def test_agent_loop_refuses_the_legacy_trainer(tokenizer: Any) -> None:

@@ -64,7 +64,8 @@ import logging
 import time
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -85,6 +86,7 @@ with root_logging_kept():  # verl's logging_utils calls logging.basicConfig
         register,
     )
     from verl.trainer.ppo import core_algos
+    from verl.workers.rollout.replica import TokenOutput
 
 from xpgym.core.advantages import row_returns, token_advantages  # noqa: E402
 from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
@@ -321,7 +323,9 @@ class XpgymAgentLoopOutput(AgentLoopOutput):
     verl's ``as_dict`` turns the scalar ``reward_score`` into ``rm_scores`` with the score on
     the last response token. This output carries ``token_rewards`` (one per response token:
     each turn's reward, or return in per-turn rows, on its last policy token) and writes
-    them as ``rm_scores``; ``reward_score`` is the row's reward sum (for verl's metrics).
+    them as ``rm_scores``. ``reward_score`` is the row's reward sum; being set, it tells
+    verl's worker that the reward is computed (no reward-model / reward-function call), and
+    its value is not used for training (``rm_scores`` replaces it).
     """
 
     token_rewards: list[float]
@@ -337,6 +341,49 @@ class XpgymAgentLoopOutput(AgentLoopOutput):
 
 _ENV_POOL = task_env_pool()
 
+_SPEC_DECODE_COUNTERS = (
+    "spec_num_draft_tokens",
+    "spec_num_accepted_tokens",
+    "spec_num_verify_steps",
+)
+"""Per-request counters verl's servers report with speculative decoding; summed per episode."""
+
+
+@dataclass
+class _ServerReport:
+    """What verl's server reported over one episode's ``generate`` calls, folded as verl's
+    own ``tool_agent_loop`` folds it.
+
+    ``extra_fields``: the fields of the first call that reports any (``min_global_steps``,
+    the weight version the episode started with, among them), ``max_global_steps`` from the
+    latest call that has one, speculative-decoding counters summed. verl's V1 trainer reads
+    ``min_global_steps`` / ``max_global_steps`` from every output and casts them to int.
+    ``num_preempted``: summed; -1 until the server reports it (verl's "not available").
+    """
+
+    seconds: float = 0.0
+    num_preempted: int = -1
+    extra_fields: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, output: TokenOutput, seconds: float) -> None:
+        """Fold in one ``generate`` output that took `seconds`."""
+        self.seconds += seconds
+        if output.num_preempted is not None:
+            self.num_preempted = max(self.num_preempted, 0) + output.num_preempted
+        if not self.extra_fields:
+            self.extra_fields.update(output.extra_fields)
+            return
+        latest = output.extra_fields.get("max_global_steps")
+        if latest is not None:
+            self.extra_fields["max_global_steps"] = latest
+        for key in _SPEC_DECODE_COUNTERS:
+            if key in self.extra_fields and key in output.extra_fields:
+                self.extra_fields[key] = int(self.extra_fields[key]) + int(output.extra_fields[key])
+
+    def metrics(self) -> AgentLoopMetrics:
+        """verl's per-output metrics of the episode."""
+        return AgentLoopMetrics(generate_sequences=self.seconds, num_preempted=self.num_preempted)
+
 
 @register(AGENT_NAME)
 class XpgymAgentLoop(AgentLoopBase):
@@ -348,7 +395,9 @@ class XpgymAgentLoop(AgentLoopBase):
     and converts the episode with `to_data_proto`'s rules: one `XpgymAgentLoopOutput`
     (``per_episode``) or one per turn (``per_turn``). Per-turn generation budget: the row's
     ``max_new_tokens`` (default ``rollout.response_length``); the whole response after the
-    first prompt is capped at ``rollout.response_length``.
+    first prompt is capped at ``rollout.response_length``. Every output carries the server's
+    ``extra_fields`` of the episode (``min_global_steps`` of its first generate,
+    ``max_global_steps`` of its last; see `_ServerReport`), as verl's ``tool_agent_loop``.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -376,7 +425,7 @@ class XpgymAgentLoop(AgentLoopBase):
         layout: Layout = extra.get("layout") or "per_episode"
         max_new_tokens = int(extra.get("max_new_tokens") or self.response_length)
         request_id = uuid.uuid4().hex  # one sticky id per episode (prefix caching)
-        timing = {"generate_sequences": 0.0}
+        report = _ServerReport()
 
         async def generate(prompt_ids: list[int], budget: int) -> Generation:
             params = {**sampling_params, "max_tokens": budget}
@@ -384,7 +433,7 @@ class XpgymAgentLoop(AgentLoopBase):
             out = await self.server_manager.generate(
                 request_id=request_id, prompt_ids=prompt_ids, sampling_params=params
             )
-            timing["generate_sequences"] += time.perf_counter() - start
+            report.add(out, time.perf_counter() - start)
             return generation_from_ids(
                 self.tokenizer,
                 out.token_ids,
@@ -411,7 +460,8 @@ class XpgymAgentLoop(AgentLoopBase):
             episode,
             layout=layout,
             gamma=self.gamma,
-            metrics=AgentLoopMetrics(generate_sequences=timing["generate_sequences"]),
+            metrics=report.metrics(),
+            server_fields=report.extra_fields,
         )
         if any(len(o.prompt_ids) > self.prompt_length for o in outputs):
             raise ValueError(
@@ -428,10 +478,15 @@ def episode_outputs(
     gamma: float,
     metrics: AgentLoopMetrics | None = None,
     pad_token_id: int | None = None,
+    server_fields: Mapping[str, Any] | None = None,
 ) -> list[XpgymAgentLoopOutput]:
     """The agent-loop outputs of one episode: the rows of `to_data_proto`, unpadded.
 
-    `pad_token_id` is deprecated and unused: the rows are read without padding.
+    Every output gets its own ``extra_fields``: `server_fields` (what verl's server reported
+    for the episode, e.g. ``min_global_steps`` / ``max_global_steps``, which verl's V1
+    trainer needs on every output) plus ``turn_scores``, ``tool_rewards`` and
+    ``reward_extra_info``. `pad_token_id` is deprecated and unused: the rows are read
+    without padding.
     """
     if pad_token_id is not None:
         warnings.warn(
@@ -459,6 +514,7 @@ def episode_outputs(
                 num_turns=2 * row.num_turns,
                 metrics=metrics or AgentLoopMetrics(),
                 extra_fields={
+                    **(server_fields or {}),
                     "turn_scores": [turn.reward for turn in episode.turns],
                     "tool_rewards": [],
                     "reward_extra_info": {},
