@@ -52,7 +52,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-TRAINERS: tuple[str, ...] = ("verl", "openrlhf", "rl2", "oat", "roll")
+TRAINERS: tuple[str, ...] = ("verl", "openrlhf", "rl2", "oat", "roll", "trl")
 """Trainer modules under ``parity.trainers``, in table order."""
 
 REPORT_PATH = Path(__file__).with_name("report.json")

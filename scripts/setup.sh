@@ -14,7 +14,8 @@
 #    transformers, so each is installed with --no-deps and the few packages its data classes,
 #    advantage code and hooks import are added by name. Oat's wheels declare Python < 3.11;
 #    the modules used here run on 3.10-3.12. ROLL is not on PyPI: its tests use the GEM 0.0.4
-#    registry it pins. docs/trainers.md has the per-trainer details.
+#    registry it pins. TRL installs with its own requirements (accelerate, datasets,
+#    transformers: none pulls CUDA). docs/trainers.md has the per-trainer details.
 # 4. a marker file in the venv saying the trainers were installed: the test suite then
 #    requires every adapter's trainer to import (a missing dependency fails instead of
 #    silently turning the adapter tests into skips).
@@ -43,7 +44,8 @@ pip=("$venv/bin/python" -m pip install --quiet)
 "${pip[@]}" --no-deps rl-square==0.0.2
 "${pip[@]}" --no-deps --ignore-requires-python oat-llm==0.2.4
 "${pip[@]}" --no-deps gem-llm==0.0.4
+"${pip[@]}" trl==1.16.0
 "$venv/bin/python" -c "import torch; assert torch.__version__.endswith('+cpu'), torch.__version__"
-echo "verl openrlhf rl2 oat roll" > "$venv/xpgym-trainers-installed"
+echo "verl openrlhf rl2 oat roll trl" > "$venv/xpgym-trainers-installed"
 
 echo "xpgym and the CPU trainers are installed in $venv; activate it with: . $venv/bin/activate"

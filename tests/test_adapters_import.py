@@ -9,7 +9,14 @@ from pathlib import Path
 import pytest
 
 # adapter module -> the trainer package it needs
-ADAPTERS = {"verl": "verl", "openrlhf": "openrlhf", "rl2": "RL2", "oat": "oat", "roll": "gem"}
+ADAPTERS = {
+    "verl": "verl",
+    "openrlhf": "openrlhf",
+    "rl2": "RL2",
+    "oat": "oat",
+    "roll": "gem",
+    "trl": "trl",
+}
 
 
 @pytest.mark.parametrize("adapter", sorted(ADAPTERS))
@@ -25,7 +32,7 @@ def test_missing_trainer_names_the_extra(adapter: str, monkeypatch: pytest.Monke
 def test_importing_xpgym_imports_no_trainer() -> None:
     import subprocess
 
-    trainers = "('verl', 'openrlhf', 'oat', 'RL2', 'gem', 'torch')"
+    trainers = "('verl', 'openrlhf', 'oat', 'RL2', 'gem', 'trl', 'torch')"
     code = (
         "import sys, xpgym, xpgym.core.layouts, xpgym.core.recorder, xpgym.core.episode_runner; "
         f"print(sorted(m for m in {trainers} if m in sys.modules))"

@@ -57,7 +57,7 @@ def test_no_mismatch_and_every_layout_check_passes(report: dict[str, Any]) -> No
     from parity.check import failures
 
     assert failures(report) == []
-    assert set(report["trainers"]) == {"verl", "openrlhf", "rl2", "oat", "roll"}
+    assert set(report["trainers"]) == {"verl", "openrlhf", "rl2", "oat", "roll", "trl"}
     for trainer in report["trainers"].values():
         assert {row["status"] for row in trainer["advantages"]} <= STATUSES
         assert {row["case"] for row in trainer["advantages"]} == {c.name for c in CASES}

@@ -33,6 +33,10 @@ DRY_RUNS = {
         ["--prompts-per-rollout", "2", "--num-tasks", "2"],
     ),
     "train_oat.py": (("xpgym.adapters.oat",), ["--episodes-per-step", "2"]),
+    "train_trl.py": (
+        ("xpgym.adapters.trl",),
+        ["--batch-size", "4", "--num-generations", "2", "--num-tasks", "4", "--max-turns", "3"],
+    ),
     "train_roll.py": (
         ("xpgym.adapters.roll", "yaml"),
         ["--rollout-batch-size", "8", "--sequence-length", "2048"],

@@ -1,0 +1,318 @@
+r"""TRL adapter: whole multi-turn episodes as ``GRPOTrainer`` completions, and per-turn credit.
+
+Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)``, an experimental TRL API; set
+``TRL_EXPERIMENTAL_SILENCE=1`` to silence its warning). Three parts:
+
+1. **Converter** `to_rollout_output`: episodes -> the dict a TRL ``rollout_func`` returns,
+   one completion per episode (`xpgym.core.layouts.episode_rows`).
+2. **Hook** `make_rollout_func`: a ``rollout_func`` that plays each prompt as one whole
+   xpgym episode with the trainer's current model (`xpgym.core.episode_runner.run_episode`
+   over `xpgym.core.policies.hf.HFPolicy`), token-exactly. The dataset's ``prompt`` column
+   holds `xpgym.core.episode_runner.EpisodeTask` JSON (`task_dataset`); TRL repeats each
+   prompt ``num_generations`` times, so the repeats play the same task (same seed, same
+   start state) and form one GRPO group. `episode_reward` is the reward function that
+   hands each episode's total reward to TRL.
+3. **Per-turn credit** `TurnCreditGRPOTrainer`: TRL's group advantage is one scalar per
+   completion; this subclass replaces it with per-token REINFORCE or ReBN advantages from
+   the per-turn rewards (`turn_advantages`, equal to `xpgym.core.advantages` to 1e-6),
+   through TRL's documented subclass point: ``_compute_loss`` accepts ``(B, T)``
+   advantages.
+
+Rollout output (``B`` completions; lists of Python lists, one per completion)
+---------------------------------------------------------------------------
+
+==================  ==========  =========================================================
+key                 per row     meaning
+==================  ==========  =========================================================
+``prompt_ids``      [P_b] int   the episode's first prompt (system + first observation)
+``completion_ids``  [C_b] int   every token after it: each turn's policy tokens and the
+                                env tokens between them (end of turn, next observation,
+                                generation prompt), ending with the last policy token
+``env_mask``        [C_b] int   1 on policy tokens, 0 on env tokens (TRL's ``tool_mask``:
+                                the loss mask is ``completion_mask * env_mask``)
+``logprobs``        [C_b] float sampler log-prob on policy tokens, 0 on env tokens; None
+                                when the episodes carry none
+``token_rewards``   [C_b] float each turn's reward on its last policy token, 0 elsewhere
+``episode_reward``  float       the episode's total reward (read by `episode_reward`)
+==================  ==========  =========================================================
+
+TRL pads prompts on the left and completions on the right; ``env_mask`` is padded with 1
+and ``completion_mask`` with 0, so padding is never trained. Extra keys reach the reward
+functions as columns (``token_rewards``, ``episode_reward``).
+
+Differences from the reference trainer that change curves (advantages, loss aggregation,
+KL, clipping, budgets) are listed in one place: docs/trainers.md, section "TRL".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from xpgym.adapters._trainer_import import import_trainer
+
+_INSTALL = 'pip install "xpgym[trl]"'
+import_trainer("trl", adapter="trl", install=_INSTALL)
+
+import torch  # noqa: E402
+from trl import GRPOTrainer  # noqa: E402
+
+from xpgym.core.advantages import TOKEN_ESTIMATORS, TokenEstimator, token_advantages  # noqa: E402
+from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
+from xpgym.core.episode_runner import (  # noqa: E402
+    EpisodeTask,
+    policy_generate,
+    run_episode,
+    task_env_pool,
+)
+from xpgym.core.layouts import episode_rows  # noqa: E402
+from xpgym.core.policies.hf import HFPolicy  # noqa: E402
+from xpgym.core.trajectory import Episode  # noqa: E402
+
+__all__ = [
+    "RolloutFunc",
+    "TurnCreditGRPOTrainer",
+    "episode_reward",
+    "make_rollout_func",
+    "task_dataset",
+    "to_rollout_output",
+    "turn_advantages",
+]
+
+logger = logging.getLogger(__name__)
+
+RolloutFunc = Callable[[list[str], GRPOTrainer], dict[str, Any]]
+"""TRL's ``rollout_func`` signature: ``(prompts, trainer) -> dict``."""
+
+
+# --------------------------------------------------------------------------------------
+# Converter
+# --------------------------------------------------------------------------------------
+
+
+def to_rollout_output(episodes: Sequence[Episode]) -> dict[str, Any]:
+    """The ``rollout_func`` output for `episodes`, one completion each (module docstring).
+
+    Args:
+        episodes: Token-exact episodes (`xpgym.core.layouts.episode_rows` raises
+            `xpgym.core.layouts.PrefixMismatchError` otherwise: TRL has one prompt and one
+            completion per sample, so an episode cannot be split).
+
+    Returns:
+        A dict with ``prompt_ids``, ``completion_ids``, ``env_mask``, ``logprobs``,
+        ``token_rewards`` and ``episode_reward``, in episode order.
+    """
+    rows = episode_rows(episodes)
+    out: dict[str, Any] = {
+        key: []
+        for key in ("prompt_ids", "completion_ids", "env_mask", "token_rewards", "episode_reward")
+    }
+    logprobs: list[list[float]] | None = None if rows.rollout_logprobs is None else []
+    for b in range(len(rows)):
+        row = rows.row(b)
+        out["prompt_ids"].append(row.prompt_ids.tolist())
+        out["completion_ids"].append(row.response_ids.tolist())
+        out["env_mask"].append(row.response_mask[row.response].tolist())
+        out["token_rewards"].append(row.token_rewards[row.response].tolist())
+        out["episode_reward"].append(float(episodes[row.episode_index].total_reward))
+        if logprobs is not None and row.rollout_logprobs is not None:
+            logprobs.append(row.rollout_logprobs[row.response].tolist())
+    out["logprobs"] = logprobs
+    return out
+
+
+def episode_reward(
+    completions: list[Any], episode_reward: list[float], **kwargs: Any
+) -> list[float]:
+    """TRL reward function: each completion's episode total reward (the ``episode_reward``
+    column `to_rollout_output` adds). Pass it as ``reward_funcs``; TRL logs it as
+    ``rewards/episode_reward``."""
+    if len(episode_reward) != len(completions):
+        raise ValueError(
+            f"{len(episode_reward)} episode rewards for {len(completions)} completions; is "
+            "the rollout_func xpgym's (make_rollout_func)?"
+        )
+    return [float(r) for r in episode_reward]
+
+
+# --------------------------------------------------------------------------------------
+# Hook: rollout_func
+# --------------------------------------------------------------------------------------
+
+
+def task_dataset(tasks: Sequence[EpisodeTask]) -> Any:
+    """A ``datasets.Dataset`` with one ``prompt`` per task: the task's JSON (what
+    `make_rollout_func` reads). Use it as ``train_dataset``."""
+    from datasets import Dataset
+
+    return Dataset.from_dict({"prompt": [task.to_json() for task in tasks]})
+
+
+def make_rollout_func(
+    *,
+    max_new_tokens: int,
+    max_turns: int | None = None,
+    system_prompt: str | None = None,
+    seed: int = 0,
+) -> RolloutFunc:
+    """A TRL ``rollout_func`` that plays one xpgym episode per prompt with the trainer's model.
+
+    Each call (one per generation batch) builds an `HFPolicy` over
+    ``trainer.accelerator.unwrap_model(trainer.model)`` and ``trainer.processing_class``,
+    sampling at ``trainer.temperature`` (TRL computes the trainer's log-probs from
+    ``logits / temperature`` too; ``top_p``/``top_k`` of the config are not applied), with
+    the model in eval mode for the rollout and its mode restored after. The episodes of the
+    batch run concurrently (`run_episode`; generation calls are serialised by the policy).
+    The episode's token budget after the first prompt is ``trainer.max_completion_length``
+    (env tokens count, as in TRL's own multi-turn loop; None: no limit).
+
+    Args:
+        max_new_tokens: Per-turn token budget.
+        max_turns: End an episode after this many turns (None: the env ends it).
+        system_prompt: Prepended as a system message (see `run_episode`).
+        seed: Base of the sampling seeds: generation batch ``k`` on process ``p`` samples
+            with seeds derived from ``(seed, k, p)``.
+
+    Returns:
+        ``rollout_func(prompts, trainer) -> dict`` (`to_rollout_output` of the episodes).
+    """
+    pool = task_env_pool()
+
+    def rollout_func(prompts: list[str], trainer: GRPOTrainer) -> dict[str, Any]:
+        tasks = [EpisodeTask.from_json(prompt) for prompt in prompts]
+        model = trainer.accelerator.unwrap_model(trainer.model)
+        tokenizer = trainer.processing_class
+        entropy = [seed, trainer.state.global_step, trainer.accelerator.process_index]
+        policy = HFPolicy(
+            model,
+            tokenizer,
+            max_new_tokens=max_new_tokens,
+            temperature=trainer.temperature,
+            seed=int(np.random.SeedSequence(entropy).generate_state(1)[0]),
+        )
+        generate = policy_generate(policy)
+        builder = ChatPromptBuilder(tokenizer)
+
+        async def play(task: EpisodeTask) -> Episode:
+            env = pool.acquire(task)
+            try:
+                return await run_episode(
+                    env,
+                    task,
+                    generate,
+                    builder,
+                    max_new_tokens=max_new_tokens,
+                    max_turns=max_turns,
+                    max_response_tokens=trainer.max_completion_length,
+                    system_prompt=system_prompt,
+                )
+            finally:
+                pool.release(task, env)
+
+        async def play_all() -> list[Episode]:
+            return list(await asyncio.gather(*(play(task) for task in tasks)))
+
+        was_training = model.training
+        model.eval()
+        try:
+            episodes = asyncio.run(play_all())
+        finally:
+            model.train(was_training)
+        logger.debug(
+            "played %d episodes, %d turns", len(episodes), sum(len(e.turns) for e in episodes)
+        )
+        return to_rollout_output(episodes)
+
+    return rollout_func
+
+
+# --------------------------------------------------------------------------------------
+# Per-turn credit
+# --------------------------------------------------------------------------------------
+
+
+def turn_advantages(
+    token_rewards: Sequence[Sequence[float]],
+    loss_mask: torch.Tensor,
+    *,
+    estimator: TokenEstimator,
+    gamma: float,
+) -> torch.Tensor:
+    """``[B, C]`` float32 per-token advantages for TRL's ``_compute_loss``.
+
+    Per-turn REINFORCE (``G_t = r_t + gamma * G_{t+1}``) or ReBN (``(G - mean) / (std +
+    eps)`` over every turn of the batch, `xpgym.core.advantages.rebn`'s population std and
+    eps 1e-9), each turn's value on its policy tokens, 0 elsewhere: exactly
+    `xpgym.core.advantages.token_advantages`. Turns are the runs of 1s of `loss_mask`.
+
+    Args:
+        token_rewards: Per completion, the ``token_rewards`` column (``[C_b]``, unpadded).
+        loss_mask: ``[B, C]`` TRL's ``completion_mask * tool_mask`` (right padding).
+        estimator: ``"reinforce"`` or ``"rebn"``.
+        gamma: Discount per turn.
+    """
+    mask = loss_mask.detach().cpu().numpy()
+    rewards = np.zeros(mask.shape, dtype=np.float64)
+    for b, row in enumerate(token_rewards):
+        rewards[b, : len(row)] = row
+    advantages = token_advantages(rewards, mask, estimator=estimator, gamma=gamma)
+    return torch.as_tensor(advantages, dtype=torch.float32, device=loss_mask.device)
+
+
+class TurnCreditGRPOTrainer(GRPOTrainer):
+    """``GRPOTrainer`` that trains with per-turn REINFORCE or ReBN advantages.
+
+    TRL computes its group advantage as usual (and logs it); this subclass then replaces
+    ``advantages`` of each generation batch by `turn_advantages` of the ``token_rewards``
+    column that xpgym's `make_rollout_func` returns. ReBN's statistics are over the
+    process's generation batch. Everything else (loss, clipping, KL, optimizer) is TRL's.
+
+    Args:
+        *args, **kwargs: ``GRPOTrainer``'s (``rollout_func`` must be xpgym's).
+        turn_advantage: ``"rebn"`` or ``"reinforce"``.
+        gamma: Discount per turn, in ``[0, 1]``.
+
+    Raises:
+        ValueError: an unknown estimator, or ``mask_truncated_completions=True`` (it masks
+            whole completions after the rewards are placed, which would drop turns from the
+            ReBN statistics).
+    """
+
+    def __init__(
+        self, *args: Any, turn_advantage: TokenEstimator = "rebn", gamma: float = 1.0, **kwargs: Any
+    ) -> None:
+        if turn_advantage not in TOKEN_ESTIMATORS:
+            raise ValueError(
+                f"turn_advantage must be one of {TOKEN_ESTIMATORS}, got {turn_advantage!r}"
+            )
+        super().__init__(*args, **kwargs)
+        if self.args.mask_truncated_completions:
+            raise ValueError(
+                "TurnCreditGRPOTrainer needs mask_truncated_completions=False (per-turn "
+                "advantages are placed before TRL masks truncated completions)"
+            )
+        self.turn_advantage: TokenEstimator = turn_advantage
+        self.gamma = float(gamma)
+
+    def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
+        output = super()._generate_and_score_completions(inputs)
+        missing = [i for i, example in enumerate(inputs) if "token_rewards" not in example]
+        if missing:
+            raise ValueError(
+                f"example {missing[0]} has no 'token_rewards' column: TurnCreditGRPOTrainer "
+                "needs xpgym's rollout_func (xpgym.adapters.trl.make_rollout_func)"
+            )
+        loss_mask = output["completion_mask"]
+        if "tool_mask" in output:
+            loss_mask = loss_mask * output["tool_mask"]
+        output["advantages"] = turn_advantages(
+            [example["token_rewards"] for example in inputs],
+            loss_mask,
+            estimator=self.turn_advantage,
+            gamma=self.gamma,
+        )
+        return output
