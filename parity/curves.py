@@ -63,6 +63,7 @@ __all__ = [
     "smooth",
     "start_weights",
     "token_advantages",
+    "tokenizer_and_model",
 ]
 
 logger = logging.getLogger(__name__)
@@ -189,7 +190,7 @@ PLANTED: tuple[Variant, ...] = (
 # --------------------------------------------------------------------------------------
 
 
-def _tokenizer_and_model(cfg: CurveConfig) -> tuple[Any, Any]:
+def tokenizer_and_model(cfg: CurveConfig) -> tuple[Any, Any]:
     """The demo's tokenizer and freshly initialised model (deterministic in `cfg`)."""
     import xpgym
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
@@ -227,7 +228,7 @@ def start_weights(cfg: CurveConfig, out_dir: Path) -> tuple[Path, bool]:
     if path.exists():
         return path, True
     torch.set_num_threads(cfg.threads)
-    tokenizer, model = _tokenizer_and_model(cfg)
+    tokenizer, model = tokenizer_and_model(cfg)
     guesser = RandomValidGuesser(tokenizer, *number_range(cfg.env), seed=cfg.model_seed)
     vec = xpgym.make_vec(cfg.env, cfg.num_envs)
     try:
@@ -314,7 +315,7 @@ def _train(cfg: CurveConfig, variant: Variant, seed: int, weights: Path) -> list
         stack.enter_context(spec.load())  # ImportError: the trainer is not runnable here
     with stack:
         torch.set_num_threads(cfg.threads)
-        tokenizer, model = _tokenizer_and_model(cfg)
+        tokenizer, model = tokenizer_and_model(cfg)
         model.load_state_dict(torch.load(weights, weights_only=True))
         config = TrainerConfig(
             algorithm="rebn",

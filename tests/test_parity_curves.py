@@ -129,11 +129,11 @@ def test_band_and_inside_fraction_by_hand() -> None:
 @pytest.fixture(scope="module")
 def trained_setup(out_dir: Path, report: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
     import xpgym
-    from parity.curves import _tokenizer_and_model
+    from parity.curves import tokenizer_and_model
     from xpgym.core.policies.hf import HFPolicy
     from xpgym.core.rollout import RolloutCollector
 
-    tokenizer, model = _tokenizer_and_model(SMALL)
+    tokenizer, model = tokenizer_and_model(SMALL)
     (weights,) = out_dir.glob("start_weights-*.pt")
     model.load_state_dict(torch.load(weights, weights_only=True))
     policy = HFPolicy(model, tokenizer, max_new_tokens=6, top_p=1.0, top_k=0, seed=3)

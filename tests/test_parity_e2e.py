@@ -1,0 +1,86 @@
+"""End to end on CPU (`parity.e2e`): TRL's own training loop runs through xpgym for real
+steps from the cached warm tiny model, and the checks CI relies on catch what they name."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("trl", reason="TRL is not installed (scripts/setup.sh installs it)")
+
+from parity.e2e import LOGPROB_GAP_BOUND, E2EConfig, check, run, table, warm_model_dir
+
+STEPS = 2
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("xpgym_cache")
+
+
+@pytest.fixture(scope="module")
+def trl_result(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("XPGYM_CACHE", str(cache))
+        out = tmp_path_factory.mktemp("parity_e2e")
+        results = run(["trl"], E2EConfig(steps=STEPS), out)
+    assert (out / "trl.json").exists()
+    return results["trl"]
+
+
+@pytest.mark.timeout(600)
+def test_trl_trains_for_real_through_xpgym(trl_result: dict[str, Any]) -> None:
+    """No crash, every step done, policy tokens trained, every parameter moved, finite
+    numbers, sampler and trainer agree on the log-probs."""
+    assert check(trl_result, STEPS) == []
+    assert len(trl_result["loss"]) == len(trl_result["grad_norm"]) == STEPS
+    assert all(g > 0 for g in trl_result["grad_norm"])
+    assert "| trl | 2 |" in table({"trl": trl_result})
+
+
+@pytest.mark.timeout(600)
+def test_the_warm_model_is_built_once_and_reused(
+    cache: Path, trl_result: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XPGYM_CACHE", str(cache))
+
+    def must_not_pretrain(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the cached warm model was rebuilt")
+
+    monkeypatch.setattr("parity.e2e.start_weights", must_not_pretrain)
+    path = warm_model_dir(E2EConfig().warm)
+    assert path.parent == cache
+    assert (path / "config.json").exists()
+
+
+GOOD = {
+    "trainer": "x",
+    "steps_completed": 2,
+    "policy_tokens": [10.0, 12.0],
+    "all_params_changed": True,
+    "params_changed": "4/4",
+    "loss": [0.1, 0.2],
+    "grad_norm": [1.0, 1.5],
+    "max_logprob_gap": 1e-5,
+}
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"error": "RuntimeError: boom"}, "crashed"),
+        ({"steps_completed": 1}, "1 of 2 steps"),
+        ({"policy_tokens": [10.0, 0.0]}, "no policy token"),
+        ({"all_params_changed": False, "params_changed": "3/4"}, "parameters unchanged"),
+        ({"loss": [0.1, math.nan]}, "NaN"),
+        ({"max_logprob_gap": 2 * LOGPROB_GAP_BOUND}, "log-prob gap"),
+    ],
+)
+def test_check_names_each_failure(change: dict[str, Any], problem: str) -> None:
+    assert check(GOOD, 2) == []
+    (line,) = check({**GOOD, **change}, 2)
+    assert problem in line
