@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import shutil
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -42,12 +43,14 @@ class Recorder:
     def __init__(self, name: str, *, stop: bool, wraps: Callable[..., Any] | None = None) -> None:
         self.name, self.stop, self.wraps = name, stop, wraps
         self.calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+        self.returned: list[Any] = []
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.calls.append((args, kwargs))
         if self.stop:
             raise LaunchStopError(self.name)
-        return None if self.wraps is None else self.wraps(*args, **kwargs)
+        self.returned.append(None if self.wraps is None else self.wraps(*args, **kwargs))
+        return self.returned[-1]
 
 
 def load_recipe(name: str, monkeypatch: pytest.MonkeyPatch) -> types.ModuleType:
@@ -156,3 +159,174 @@ def test_openrlhf_launch_reaches_the_gpu_placement_group(
     assert args.data.prompt_dataset == str(tmp_path / "train.jsonl")
     rows = (tmp_path / "train.jsonl").read_text().splitlines()
     assert len(rows) == 4
+
+
+# --------------------------------------------------------------------------------------
+# RL2
+# --------------------------------------------------------------------------------------
+
+RL2_GPU_ONLY = [  # imported at module level by RL2.trainer.ppo's imports
+    "wandb",
+    "ring_flash_attn.adapters.hf_adapter",
+    "ring_flash_attn.llama3_flash_attn_varlen",
+    "sglang.srt.entrypoints.http_server",
+    "sglang.srt.model_executor.model_runner",
+    "sglang.srt.patch_torch",
+    "sglang.srt.server_args",
+    "sglang.srt.utils",
+    "sglang_router.launch_router",
+]
+
+
+def test_rl2_launch_reaches_the_nccl_process_group(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Stops at RL2's ``PPOTrainer(config)`` (it builds the actor on a CUDA mesh), after
+    ``initialize_global_process_group`` (``nccl``), which is recorded, not run.
+
+    Before it: the recipe's launch writes the dataset and hands ``torchrun`` its command
+    (``os.execvp``, recorded); the test then runs that command's script part the way
+    torchrun would: ``--rl2-worker`` imports ``RL2.trainer.ppo``, installs xpgym's advantage
+    override, composes RL2's ``ppo`` config with Hydra from the overrides on the command
+    line and calls RL2's ``main(config)``.
+    """
+    pytest.importorskip("RL2", reason="needs rl-square 0.0.2 (the rl2 extra)")
+    import transformers.modeling_flash_attention_utils as flash_utils
+
+    recipe = load_recipe("train_rl2", monkeypatch)
+    execvp = Recorder("os.execvp", stop=True)
+    monkeypatch.setattr(recipe.os, "execvp", execvp)
+    argv = ["train_rl2.py", "--num-tasks", "4", "--out-dir", str(tmp_path)]
+    assert str(run_main(recipe, argv, monkeypatch)) == "os.execvp"
+    ((program, command), _), *_ = execvp.calls
+    assert program == "torchrun"
+    assert shutil.which("torchrun")
+    assert command[1:4] == [
+        "--nproc_per_node=1",
+        str(ROOT / "recipes/train_rl2.py"),
+        "--rl2-worker",
+    ]
+    assert len((tmp_path / "train.jsonl").read_text().splitlines()) == 4
+
+    # rl-square 0.0.2 imports this flash-attn helper that transformers 5 removed (GPU only).
+    monkeypatch.setattr(
+        flash_utils, "is_flash_attn_greater_or_equal_2_10", lambda: True, raising=False
+    )
+    with stand_ins(RL2_GPU_ONLY, packages=("RL2",)):
+        from RL2.trainer import ppo
+
+        from xpgym.adapters.rl2 import ENV_PATH
+
+        process_group = Recorder("initialize_global_process_group", stop=False)
+        trainer = Recorder("PPOTrainer", stop=True)
+        monkeypatch.setattr(ppo, "initialize_global_process_group", process_group)
+        monkeypatch.setattr(ppo, "PPOTrainer", trainer)
+        assert str(run_main(recipe, command[2:], monkeypatch)) == "PPOTrainer"
+        original = ppo._xpgym_original_compute_advantages  # the override is installed
+        assert ppo.compute_advantages is not original
+
+    assert process_group.calls == [((), {})]
+    ((config,), _), *_ = trainer.calls  # as RL2's Hydra config composed it
+    assert config.rollout.env_path == ENV_PATH
+    assert config.train_data.path == str(tmp_path / "train.jsonl")
+    assert (config.adv.estimator, config.adv.gamma) == ("xpgym_rebn", 0.9)
+    assert config.rollout.train_sampling_params.skip_special_tokens is False
+    assert (config.actor.lr, config.actor.kl.coef) == (1e-6, 0.0)
+
+
+# --------------------------------------------------------------------------------------
+# Oat
+# --------------------------------------------------------------------------------------
+
+OAT_GPU_ONLY = [  # imported at module level by oat.interface's and oat.algorithms.ppo's imports
+    "deepspeed",
+    "deepspeed.ops.adam",
+    "deepspeed.runtime.zero.partition_parameters",
+    "deepspeed.utils",
+    "vllm",
+    "vllm.lora.request",
+    "pyarrow.plasma",  # gone from pyarrow >= 12
+    "tree",  # dm-tree, tyro, ...: Oat's CPU dependencies this machine lacks
+    "tyro",
+    "einops",
+    "Levenshtein",
+    "httpx",
+    "msgspec",
+    "openai",
+    "scipy.special",
+]
+
+
+def fake_launchpad() -> dict[str, types.ModuleType]:
+    """``launchpad`` (not installable here): the node and program classes Oat's
+    ``get_program`` builds, keeping their arguments; ``launch`` is replaced by the test."""
+
+    class Node:
+        def __init__(self, constructor: Any, *args: Any, **kwargs: Any) -> None:
+            self.constructor, self.args, self.kwargs = constructor, args, kwargs
+
+    class Program:
+        def __init__(self, name: str) -> None:
+            self.name, self.nodes = name, {}
+
+        def add_node(self, node: Node, label: str) -> Node:
+            self.nodes[label] = node
+            return node
+
+    launchpad = types.ModuleType("launchpad", "Test fake of launchpad.")
+    launchpad.Program, launchpad.CourierNode, launchpad.PyClassNode = Program, Node, Node
+    python = types.ModuleType("launchpad.nodes.python", "Test fake of launchpad.")
+    python.local_multi_processing = types.SimpleNamespace(PythonProcess=types.SimpleNamespace)
+    return {"launchpad": launchpad, "launchpad.nodes": python, "launchpad.nodes.python": python}
+
+
+def test_oat_launch_reaches_launchpad(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Stops at ``launchpad.launch(program, ...)``, which starts the actor (vLLM) and
+    learner (DeepSpeed) processes on GPUs.
+
+    Before it: ``oat_classes()`` (xpgym's subclasses of Oat's PPO classes), ``XpgymArgs``
+    built from the recipe's fields, Oat's ``default_args_validation`` (its GPU count check
+    sees ``torch.cuda.device_count`` report the ``--gpus`` asked for) and Oat's
+    ``get_program`` with xpgym's actor and learner. Where launchpad is missing, a fake
+    (`fake_launchpad`) records the program's nodes.
+    """
+    pytest.importorskip("oat", reason="needs oat-llm 0.2.x (Oat's extra)")
+    import torch
+
+    if importlib.util.find_spec("launchpad") is None:
+        for name, module in fake_launchpad().items():
+            monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    recipe = load_recipe("train_oat", monkeypatch)
+    argv = ["train_oat.py", "--gpus", "1", "--out-dir", str(tmp_path)]
+    with stand_ins(OAT_GPU_ONLY, packages=("oat",)):
+        import launchpad
+        import oat.interface
+        from oat.types import RLAlgo
+
+        get_program = Recorder("get_program", stop=False, wraps=oat.interface.get_program)
+        launch = Recorder("launchpad.launch", stop=True)
+        monkeypatch.setattr(oat.interface, "get_program", get_program)
+        monkeypatch.setattr(launchpad, "launch", launch, raising=False)  # the fake has none
+        assert str(run_main(recipe, argv, monkeypatch)) == "launchpad.launch"
+        ppo = sys.modules["oat.algorithms.ppo"]
+
+        ((args,), classes), *_ = get_program.calls
+        assert issubclass(classes["actor_cls"], ppo.PPOActor)
+        assert issubclass(classes["learner_cls"], ppo.PPOLearner)
+        assert (classes["actor_cls"].__name__, classes["learner_cls"].__name__) == (
+            "XpgymActor",
+            "XpgymLearner",
+        )
+        assert type(args).__name__ == "XpgymArgs"
+        assert args.algo == RLAlgo.PPO  # Oat's validation turned the name into its enum
+        assert (args.env_id, args.gamma, args.norm_return) == (
+            "game:GuessTheNumber-v0-easy",
+            0.9,
+            True,
+        )
+        assert args.ref_pretrain == args.pretrain == "Qwen/Qwen3-1.7B"
+        (program,), kwargs = launch.calls[0]
+        assert (program, kwargs["local_resources"]) == get_program.returned[0]
+        assert kwargs["launch_type"] == "local_mp"
+        assert sorted(kwargs["local_resources"]) == ["actor_0_0", "learner_0_0"]
