@@ -16,6 +16,7 @@ on the launch paths calls them before the stop. A test skips when its trainer is
 from __future__ import annotations
 
 import importlib.util
+import json
 import logging
 import shutil
 import sys
@@ -330,3 +331,95 @@ def test_oat_launch_reaches_launchpad(monkeypatch: pytest.MonkeyPatch, tmp_path:
         assert (program, kwargs["local_resources"]) == get_program.returned[0]
         assert kwargs["launch_type"] == "local_mp"
         assert sorted(kwargs["local_resources"]) == ["actor_0_0", "learner_0_0"]
+
+
+# --------------------------------------------------------------------------------------
+# ROLL
+# --------------------------------------------------------------------------------------
+
+ROLL_LAUNCHER = '''"""Test stand-in for ROLL's examples/start_agentic_pipeline.py: its
+flags, then Hydra's initialize() relative to this file and compose(), as ROLL's launcher
+does before from_dict(AgenticConfig, ...). Writes the composed config to composed.json
+next to this file."""
+import argparse
+import json
+from pathlib import Path
+
+from hydra import compose, initialize
+from omegaconf import OmegaConf
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--config_path", default="config")
+parser.add_argument("--config_name", default="sppo_config")
+args = parser.parse_args()
+initialize(config_path=args.config_path, job_name="app")
+config = OmegaConf.to_container(compose(config_name=args.config_name), resolve=True)
+Path(__file__).with_name("composed.json").write_text(json.dumps(config))
+'''
+
+ROLL_KEYS = {  # what ROLL's step_reinforce pipeline reads (docs/trainers.md, section ROLL)
+    "adv_estimator": "step_reinforce",
+    "step_reward_gamma": 0.9,
+    "reward_normalization": {"grouping": "batch", "method": "mean_std"},
+    "loss_agg_mode": "token-mean",
+    "init_kl_coef": 0.0,
+    "advantage_clip": 20,
+    "batch_adjust_mode": "delete",
+    "sequence_length": 16384,
+}
+
+
+def test_roll_launch_reaches_roll(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, hydra_state: None
+) -> None:
+    """Stops where ROLL itself is first used: its launcher
+    ``examples/start_agentic_pipeline.py`` (stood in for by `ROLL_LAUNCHER`: ROLL is not
+    installable here), after the launcher's own Hydra ``initialize``/``compose`` of the
+    written YAML with the recipe's ``--config_path``/``--config_name``.
+
+    Before it: ``ray.init`` with xpgym's GEM registration hook (recorded, not started) and
+    the pipeline YAML. With ROLL importable, the composed config is also parsed into ROLL's
+    ``AgenticConfig`` (``dacite.from_dict``, as the launcher does); otherwise it is checked
+    against the keys ROLL's step_reinforce pipeline reads (`ROLL_KEYS`).
+    """
+    pytest.importorskip("ray")
+    pytest.importorskip("yaml")
+    import ray
+
+    from xpgym.adapters.roll import PREFIX, ROLL_RUNTIME_ENV, STEP_REINFORCE_CONFIG
+
+    launcher = tmp_path / "ROLL" / "examples" / "start_agentic_pipeline.py"
+    launcher.parent.mkdir(parents=True)
+    launcher.write_text(ROLL_LAUNCHER)
+    ray_init = Recorder("ray.init", stop=False)
+    monkeypatch.setattr(ray, "init", ray_init)
+    recipe = load_recipe("train_roll", monkeypatch)
+    out_dir = tmp_path / "out"
+    argv = ["train_roll.py", "--roll-dir", "ROLL", "--out-dir", str(out_dir)]  # cwd: tmp_path
+    monkeypatch.setattr(sys, "argv", argv)
+    recipe.main()  # the stand-in launcher returns: the launch ends there
+
+    assert ray_init.calls == [((), {"runtime_env": dict(ROLL_RUNTIME_ENV)})]
+    config = json.loads(launcher.with_name("composed.json").read_text())
+    if importlib.util.find_spec("roll") is not None:
+        from dacite import from_dict
+        from roll.pipeline.agentic.agentic_config import AgenticConfig
+
+        from_dict(data_class=AgenticConfig, data=config)
+    assert {key: config[key] for key in ROLL_KEYS} == ROLL_KEYS
+    env = config["custom_envs"]["xpgym"]
+    assert env["env_type"] == f"{PREFIX}game:GuessTheNumber-v0-easy"
+    assert env["env_manager_cls"] == config["env_manager_cls"]
+    assert env["env_manager_cls"] == STEP_REINFORCE_CONFIG["env_manager_cls"]
+    assert (env["max_steps"], env["max_tokens_per_step"]) == (10, 4096)
+    for manager in ("train_env_manager", "val_env_manager"):
+        assert set(config[manager]["tags"]) <= set(config["custom_envs"])
+    strategies = {
+        role: config[role]["strategy_args"]["strategy_name"]
+        for role in ("actor_train", "actor_infer", "reference")
+    }
+    assert strategies == {
+        "actor_train": "fsdp2_train",
+        "actor_infer": "vllm",
+        "reference": "hf_infer",
+    }
