@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import logging
 import shutil
 import sys
 import types
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 
 from parity.trainers._stand_ins import stand_ins
+from parity.trainers.openrlhf import GPU_ONLY as OPENRLHF_GPU_ONLY  # its CLI's imports too
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,37 +76,19 @@ def run_main(
 
 @pytest.fixture
 def hydra_state(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[None]:
-    """Hydra as a launcher leaves it: run in `tmp_path` (its output dir), errors raised as
-    they are, and afterwards its global state cleared and the root logger restored."""
+    """Runs the test in `tmp_path` and clears the global Hydra state a launcher's
+    ``initialize()`` leaves behind."""
     pytest.importorskip("hydra")
     from hydra.core.global_hydra import GlobalHydra
 
-    root = logging.getLogger()
-    handlers, level = list(root.handlers), root.level
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HYDRA_FULL_ERROR", "1")
     yield
     GlobalHydra.instance().clear()
-    root.handlers[:], root.level = handlers, level
 
 
 # --------------------------------------------------------------------------------------
 # OpenRLHF
 # --------------------------------------------------------------------------------------
-
-OPENRLHF_GPU_ONLY = [  # imported at module level by openrlhf.cli.train_ppo_ray's imports
-    "flash_attn",
-    "flash_attn.bert_padding",
-    "flash_attn.utils",
-    "flash_attn.utils.distributed",
-    "deepspeed",
-    "deepspeed.runtime",
-    "deepspeed.runtime.zero",
-    "deepspeed.runtime.zero.partition_parameters",
-    "vllm",
-    "vllm.inputs",
-    "vllm.utils",
-]
 
 
 def test_openrlhf_launch_reaches_the_gpu_placement_group(
