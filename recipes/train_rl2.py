@@ -129,8 +129,8 @@ def write_dataset(args: Args, out_dir: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def compose_config(args: Args, out_dir: Path) -> Any:
-    """RL2's ``ppo`` config with `rl2_overrides` applied (no GPU)."""
+def compose_config(overrides: list[str]) -> Any:
+    """RL2's ``ppo`` config with Hydra `overrides` (`rl2_overrides`) applied (no GPU)."""
     import importlib.util
 
     from hydra import compose, initialize_config_dir
@@ -139,7 +139,7 @@ def compose_config(args: Args, out_dir: Path) -> Any:
     (package_dir,) = importlib.util.find_spec("RL2").submodule_search_locations
     config_dir = Path(package_dir) / "trainer" / "config"
     with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return compose(config_name="ppo", overrides=rl2_overrides(args, out_dir))
+        return compose(config_name="ppo", overrides=overrides)
 
 
 def launch(args: Args, out_dir: Path) -> None:
@@ -156,14 +156,16 @@ def launch(args: Args, out_dir: Path) -> None:
 
 
 def rl2_worker(overrides: list[str]) -> None:
-    """Inside torchrun: install xpgym's advantage override, then run RL2's trainer."""
+    """Inside torchrun: install xpgym's advantage override, then run RL2's trainer on its
+    ``ppo`` config with `overrides`. RL2's ``main`` is called without its ``@hydra.main``
+    wrapper, which finds the config only when RL2 runs as ``python -m RL2.trainer.ppo``
+    (its config folder is not a package)."""
     from RL2.trainer import ppo
 
     from xpgym.adapters.rl2 import install_turn_advantages
 
     install_turn_advantages()
-    sys.argv = ["RL2.trainer.ppo", *overrides]
-    ppo.main()
+    ppo.main.__wrapped__(compose_config(overrides))
 
 
 # --------------------------------------------------------------------------------------
@@ -184,7 +186,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     from xpgym.core.policies.hf import HFPolicy
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
-    config = compose_config(args, out_dir)
+    config = compose_config(rl2_overrides(args, out_dir))
     OmegaConf.resolve(config)
     rows = write_dataset(args, out_dir)[: args.prompts_per_rollout]
 

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import runpy
 import sys
 from dataclasses import asdict, dataclass
@@ -156,8 +157,11 @@ def launch(args: Args, out_dir: Path) -> None:
 
     config = write_config(args, out_dir)
     ray.init(runtime_env=dict(ROLL_RUNTIME_ENV))  # ROLL's init() keeps an initialised Ray
-    script = Path(args.roll_dir) / "examples" / "start_agentic_pipeline.py"
-    sys.argv = [str(script), "--config_path", str(config.parent), "--config_name", config.stem]
+    script = Path(args.roll_dir).resolve() / "examples" / "start_agentic_pipeline.py"
+    # The launcher hands --config_path to Hydra's initialize(), which takes it relative to
+    # the launcher's own directory and refuses an absolute path.
+    config_path = os.path.relpath(config.parent, script.parent)
+    sys.argv = [str(script), "--config_path", config_path, "--config_name", config.stem]
     runpy.run_path(str(script), run_name="__main__")
 
 
