@@ -14,9 +14,11 @@ import json
 import logging
 import math
 import os
+import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,12 +55,19 @@ def run_verl(steps: int, out_dir: Path, warm_model_dir: Path) -> dict[str, Any]:
         warm_model_dir: ``save_pretrained`` directory of the start model and its tokenizer.
 
     Returns:
-        ``trainer`` ("verl"), ``steps_completed``, ``startup_s`` (launch to the first step),
-        per step ``step_s``, ``rollout_s``, ``update_s``, ``policy_tokens``, ``loss``,
-        ``grad_norm``, ``max_prob_gap`` (verl's ``training/rollout_probs_diff_max``: max
-        ``|p_sampler - p_trainer|`` over policy tokens), ``all_params_changed`` (every
-        parameter tensor the trainer last synced to the sampler differs from the start),
-        ``versions``.
+        ``trainer`` ("verl"), ``steps_completed``, ``startup_s`` (the run's wall time
+        outside its steps: start-up of Ray, TransferQueue, the workers and the rollout
+        server, and shut-down), per step (verl's own metrics) ``step_s``, ``rollout_s``
+        (``timing_s/gen``), ``update_s`` (``timing_s/update_actor``), ``loss``
+        (``actor/pg_loss``), ``grad_norm``, and ``policy_tokens`` (tokens the sampler drew
+        for the step's batch, all of them policy tokens); ``max_prob_gap`` (verl's
+        ``training/rollout_probs_diff_max``: max ``|p_sampler - p_trainer|`` over policy
+        tokens; verl logs no per-token log-prob gap unless token-level importance weights
+        are switched on, which changes the loss), ``max_sequence_logprob_gap`` (max over
+        rows of ``|mean log p_trainer - mean log p_sampler|``, verl's
+        ``rollout_corr/log_ppl_diff_max/min``), ``all_params_changed`` (every parameter
+        tensor of the weights the trainer last pushed to the sampler differs from the start;
+        ``params_unchanged`` names any that do not), ``versions``.
 
     Raises:
         RuntimeError: verl exited with an error (the log tail is in the message).
@@ -81,13 +90,13 @@ def run_verl(steps: int, out_dir: Path, warm_model_dir: Path) -> dict[str, Any]:
             command,
             stdout=log,
             stderr=subprocess.STDOUT,
-            env={**os.environ, **harness_env(run_dir)},
+            env={**_own_ray_cluster(os.environ), **harness_env(run_dir)},
             start_new_session=True,
         )
         try:
             returncode = process.wait(timeout=limit)
         except subprocess.TimeoutExpired as error:
-            os.killpg(process.pid, 9)
+            os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             raise TimeoutError(
                 f"verl's CPU run did not finish {steps} steps within {limit:.0f} s; "
@@ -100,6 +109,12 @@ def run_verl(steps: int, out_dir: Path, warm_model_dir: Path) -> dict[str, Any]:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "verl.json").write_text(json.dumps(result, indent=2) + "\n")
     return result
+
+
+def _own_ray_cluster(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without ``RAY_ADDRESS``: the run starts its own Ray cluster, never joins
+    one this process may point at."""
+    return {key: value for key, value in environ.items() if key != "RAY_ADDRESS"}
 
 
 def _tail(path: Path, lines: int = 40) -> str:

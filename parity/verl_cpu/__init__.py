@@ -15,8 +15,14 @@ What it adds, all through verl's public registries and environment variables:
 - `parity.verl_cpu.rollout`: a rollout replica (``RolloutReplicaRegistry``) whose server is a
   Ray actor over ``transformers`` generation, with the trainer's weights pushed to it after
   every step (verl's ``naive`` checkpoint-engine path);
-- `parity.verl_cpu.launch`: the overrides (gloo, FSDP2, sdpa, TransferQueue sized for two
-  cores, ...) and the subprocess entry point that calls verl's ``run_ppo``.
+- `parity.verl_cpu.launch`: the overrides (gloo, FSDP2 in float32, sdpa, TransferQueue
+  sized for two cores, ...), the environment, and the subprocess entry point that calls
+  verl's ``run_ppo``.
+
+Three things have no registry and are patched, each where it is done
+(`parity.verl_cpu.platform`, `parity.verl_cpu.rollout`): verl's process-group backend string
+``cpu:gloo,cpu:gloo`` becomes ``gloo``; the ``hf_cpu`` entry of verl's in-worker rollout
+table; verl's patch of TRL's value-head model is skipped (TRL 1.x removed that class).
 
 It is tested with exactly the versions in `PINS`; `check_versions` refuses any other (a
 mismatch fails with a message, never a hang).

@@ -147,7 +147,7 @@ async def _wait(what: str, awaitable: Any) -> Any:
     """`awaitable`'s result, or TimeoutError naming `what` after `TIMEOUT_S`."""
     try:
         return await asyncio.wait_for(awaitable, TIMEOUT_S)
-    except TimeoutError as error:
+    except asyncio.TimeoutError as error:  # not the builtin TimeoutError before Python 3.11
         raise TimeoutError(f"parity.verl_cpu: no {what} within {TIMEOUT_S:.0f} s") from error
 
 
