@@ -9,14 +9,17 @@ inputs) on ``game:GuessTheNumber-v0-easy`` and trains for ``--steps`` optimizer 
 through the trainer's own loop, nothing patched:
 
 - **trl**: TRL's ``GRPOTrainer.train()`` with xpgym's ``rollout_func``
-  (`xpgym.adapters.trl`, per-turn ReBN through ``TurnCreditGRPOTrainer``).
+  (`xpgym.adapters.trl`, per-turn ReBN through ``TurnCreditGRPOTrainer``);
+- **verl**: ``recipes/train_verl.py``'s launch path (``run_ppo`` + ``TaskRunnerV1`` +
+  ``XpgymAgentLoop``) through the CPU test harness of `parity.verl_cpu`
+  (`parity.e2e_verl.run_verl`).
 
 Per trainer it writes ``<out>/<trainer>.json`` and prints one table row: steps completed,
 start-up and per-step wall time (rollout / update), policy tokens per step, loss and grad
-norm per step, the largest |sampler log-prob - trainer log-prob| on policy tokens (the
-trainer's model scoring the rows it just sampled, before the update), and whether every
-parameter tensor changed. `check` turns a result into the failures CI refuses (a crash, no
-policy tokens, unchanged parameters, a log-prob gap above `LOGPROB_GAP_BOUND`, a NaN).
+norm per step, how far the sampler's and the trainer's probabilities of the policy tokens
+are apart (`GAP_BOUNDS` names each trainer's measure), and whether every parameter tensor
+changed. `check` turns a result into the failures CI refuses (a crash, a missing step, a
+step without policy tokens, unchanged parameters, a gap above its bound, a NaN).
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 from parity.curves import CurveConfig, start_weights, tokenizer_and_model
 
 __all__ = [
+    "GAP_BOUNDS",
     "LOGPROB_GAP_BOUND",
     "TRAINERS",
     "E2EConfig",
@@ -55,6 +59,20 @@ float32 on CPU: `HFPolicy`'s log-probs equal a full forward pass to ~1e-6 on sho
 but on multi-turn rows (100-160 tokens, later turns generated with a KV cache over the long
 prompt) TRL runs measured up to 3.3e-3 (2026-11-25, tiny model); the cause is not pinned
 down. A wrong shift, a wrong mask or stale weights give gaps of 0.1 and more."""
+
+GAP_BOUNDS = {
+    "max_logprob_gap": LOGPROB_GAP_BOUND,
+    "max_prob_gap": 1e-4,
+    "max_sequence_logprob_gap": 1e-4,
+}
+"""Each sampler-vs-trainer measure a result may carry, and its bound. TRL's run reports
+``max_logprob_gap`` (the trainer's model scoring the rows it just sampled, before the update);
+verl logs no per-token log-prob gap without switching on token-level importance weights
+(which changes the loss), so its run reports ``max_prob_gap`` (verl's
+``training/rollout_probs_diff_max``, max |p_sampler - p_trainer| over policy tokens) and
+``max_sequence_logprob_gap`` (max over rows of |mean log p_trainer - mean log p_sampler|):
+both sides compute in float32 on synced weights (measured ~1e-6); one step of stale weights
+is far above 1e-4."""
 
 RESULTS_DIR = Path("results/parity_e2e")
 
@@ -106,19 +124,20 @@ def _source_digest() -> str:
     return digest.hexdigest()[:12]
 
 
-def warm_model_dir(cfg: CurveConfig) -> Path:
+def warm_model_dir(cfg: CurveConfig, root: Path | None = None) -> Path:
     """The warm tiny model as a ``save_pretrained`` directory (model and tokenizer).
 
     Built once per machine from `parity.curves.start_weights` (deterministic in `cfg`) and
-    cached under `cache_dir`, keyed by `cfg`'s pretraining fields and the source of the model
-    builder and the pretraining; later calls with the same key reuse it.
+    cached under `root` (default `cache_dir`), keyed by `cfg`'s pretraining fields and the
+    source of the model builder and the pretraining; later calls with the same key reuse it.
     """
     import torch
 
-    path = cache_dir() / f"warm-{cfg.pretrain_key()}-{_source_digest()}"
+    root = root or cache_dir()
+    path = root / f"warm-{cfg.pretrain_key()}-{_source_digest()}"
     if (path / "config.json").exists():
         return path
-    weights, _ = start_weights(cfg, cache_dir())
+    weights, _ = start_weights(cfg, root)
     tokenizer, model = tokenizer_and_model(cfg)
     model.load_state_dict(torch.load(weights, weights_only=True))
     partial = path.with_name(path.name + ".partial")
@@ -265,7 +284,18 @@ def _versions(*distributions: str) -> dict[str, str]:
     return found
 
 
-TRAINERS: dict[str, Callable[[E2EConfig, Path, Path], dict[str, Any]]] = {"trl": run_trl}
+def run_verl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
+    """verl's real V1 trainer for ``cfg.steps`` steps from the model in `warm_dir`, through
+    the CPU test harness (`parity.e2e_verl.run_verl`; its batch settings are its own)."""
+    from parity.e2e_verl import run_verl as run_verl_harness
+
+    return run_verl_harness(cfg.steps, out_dir, warm_dir)
+
+
+TRAINERS: dict[str, Callable[[E2EConfig, Path, Path], dict[str, Any]]] = {
+    "trl": run_trl,
+    "verl": run_verl,
+}
 """Trainers whose own loop runs end to end on CPU, in table order."""
 
 
@@ -281,26 +311,32 @@ def check(result: dict[str, Any], steps: int) -> list[str]:
     if not result["policy_tokens"] or min(result["policy_tokens"]) <= 0:
         problems.append(f"{name}: a step trained no policy token: {result['policy_tokens']}")
     if not result["all_params_changed"]:
-        problems.append(f"{name}: parameters unchanged ({result['params_changed']} changed)")
-    numbers = [*result["loss"], *result["grad_norm"], result["max_logprob_gap"]]
-    if any(not math.isfinite(x) for x in numbers):
-        problems.append(f"{name}: NaN or inf in loss / grad norm / log-prob gap: {numbers}")
-    elif result["max_logprob_gap"] > LOGPROB_GAP_BOUND:
-        problems.append(
-            f"{name}: sampler vs trainer log-prob gap {result['max_logprob_gap']:.3g} "
-            f"> {LOGPROB_GAP_BOUND:g}"
-        )
+        unchanged = result.get("params_unchanged") or result.get("params_changed")
+        problems.append(f"{name}: parameters unchanged ({unchanged})")
+    gaps = {key: result[key] for key in GAP_BOUNDS if result.get(key) is not None}
+    if not gaps:
+        problems.append(f"{name}: no sampler vs trainer gap measured")
+    numbers = [*result["loss"], *result["grad_norm"], *gaps.values()]
+    if any(x is None or not math.isfinite(x) for x in numbers):
+        problems.append(f"{name}: NaN, inf or missing in loss / grad norm / gaps: {numbers}")
+        return problems
+    for key, gap in gaps.items():
+        if gap > GAP_BOUNDS[key]:
+            problems.append(f"{name}: sampler vs trainer {key} {gap:.3g} > {GAP_BOUNDS[key]:g}")
     return problems
 
 
-def run(names: Sequence[str], cfg: E2EConfig, out_dir: Path) -> dict[str, dict[str, Any]]:
-    """Run each trainer of `names` and write ``<out_dir>/<trainer>.json``; a crash is recorded
-    as ``{"trainer", "error"}``, not raised, so the other trainers still run."""
+def run(
+    names: Sequence[str], cfg: E2EConfig, out_dir: Path, warm_dir: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """Run each trainer of `names` from `warm_dir` (default: `warm_model_dir` of ``cfg.warm``)
+    and write ``<out_dir>/<trainer>.json``; a crash is recorded as ``{"trainer", "error"}``,
+    not raised, so the other trainers still run."""
     import torch
 
     torch.set_num_threads(cfg.threads)
     out_dir.mkdir(parents=True, exist_ok=True)
-    warm_dir = warm_model_dir(cfg.warm)
+    warm_dir = warm_dir or warm_model_dir(cfg.warm)
     results = {}
     for name in names:
         logger.info("%s: %d steps from %s", name, cfg.steps, warm_dir)
@@ -318,7 +354,7 @@ def run(names: Sequence[str], cfg: E2EConfig, out_dir: Path) -> dict[str, dict[s
 def table(results: dict[str, dict[str, Any]]) -> str:
     """The combined results as a markdown table."""
     header = "| trainer | steps | start-up s | step s | rollout s | policy tokens | loss | "
-    header += "grad norm | max log-prob gap | all params changed |\n" + "|---" * 10 + "|\n"
+    header += "grad norm | sampler vs trainer | all params changed |\n" + "|---" * 10 + "|\n"
     lines = []
     for name, r in results.items():
         if r.get("error"):
@@ -328,10 +364,12 @@ def table(results: dict[str, dict[str, Any]]) -> str:
         def fmt(values: Sequence[float]) -> str:
             return " / ".join(f"{v:.3g}" for v in values)
 
+        gaps = ", ".join(f"{k} {r[k]:.2g}" for k in GAP_BOUNDS if r.get(k) is not None)
+
         lines.append(
             f"| {name} | {r['steps_completed']} | {r['startup_s']:.1f} | {fmt(r['step_s'])} | "
             f"{fmt(r['rollout_s'])} | {fmt(r['policy_tokens'])} | {fmt(r['loss'])} | "
-            f"{fmt(r['grad_norm'])} | {r['max_logprob_gap']:.2g} | {r['all_params_changed']} |"
+            f"{fmt(r['grad_norm'])} | {gaps} | {r['all_params_changed']} |"
         )
     return header + "\n".join(lines) + "\n"
 

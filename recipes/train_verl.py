@@ -38,14 +38,6 @@ import numpy as np
 
 from xpgym.core.cli import parse_dataclass_args
 
-ESTIMATOR = {  # --algorithm -> (algorithm.adv_estimator, algorithm.norm_adv_by_std_in_grpo)
-    "rebn": ("xpgym_rebn", True),
-    "reinforce": ("xpgym_reinforce", True),
-    "grpo": ("grpo", True),
-    "dr_grpo": ("grpo", False),
-    "rloo": ("rloo", True),
-}
-
 
 @dataclass
 class Args:
@@ -73,65 +65,37 @@ class Args:
 
 def verl_overrides(args: Args, out_dir: Path) -> list[str]:
     """Hydra overrides of verl's ``ppo_trainer`` config for this run."""
-    estimator, norm_by_std = ESTIMATOR[args.algorithm]
-    actor = "actor_rollout_ref.actor"
-    rollout = "actor_rollout_ref.rollout"
-    return [
-        f"algorithm.adv_estimator={estimator}",
-        f"algorithm.norm_adv_by_std_in_grpo={norm_by_std}",
-        f"algorithm.gamma={args.gamma}",
-        "algorithm.use_kl_in_reward=false",
-        f"data.train_files={out_dir / 'train.parquet'}",
-        f"data.val_files={out_dir / 'train.parquet'}",
-        f"data.train_batch_size={args.train_batch_size}",
-        f"data.max_prompt_length={args.prompt_length}",
-        f"data.max_response_length={args.response_length}",
-        "data.filter_overlong_prompts=false",
-        f"actor_rollout_ref.model.path={args.model}",
-        f"{actor}.optim.lr={args.lr}",
-        f"{actor}.optim.betas=[0.9,0.95]",
-        f"{actor}.optim.weight_decay=0.0",
-        f"{actor}.grad_clip=1.0",
-        f"{actor}.ppo_epochs={args.ppo_epochs}",
-        f"{actor}.ppo_mini_batch_size={args.ppo_mini_batch_size}",
-        f"{actor}.ppo_micro_batch_size_per_gpu=1",
-        f"{actor}.clip_ratio=0.2",
-        f"{actor}.use_kl_loss=false",
-        f"{actor}.loss_agg_mode=token-mean",
-        f"{rollout}.name=vllm",
-        f"{rollout}.n={args.rollout_n}",
-        f"{rollout}.temperature=1.0",
-        f"{rollout}.top_p=1.0",
-        f"{rollout}.top_k=-1",
-        f"{rollout}.log_prob_micro_batch_size_per_gpu=1",
-        f"{rollout}.agent.default_agent_loop=xpgym_agent",
-        f"{rollout}.agent.agent_loop_config_path={out_dir / 'agent_loops.yaml'}",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
-        f"trainer.n_gpus_per_node={args.n_gpus}",
-        "trainer.nnodes=1",
-        f"trainer.total_training_steps={args.total_steps}",
-        "trainer.use_v1=true",
-        "trainer.logger=[console]",
-        f"trainer.default_local_dir={out_dir / 'checkpoints'}",
-        # verl computes advantages in its TaskRunner (a Ray worker): register ours there.
-        "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook="
-        "xpgym.adapters.verl.register_estimators",
-    ]
+    from xpgym.adapters.verl import ppo_overrides
+
+    return ppo_overrides(
+        model=args.model,
+        run_dir=out_dir,
+        algorithm=args.algorithm,
+        gamma=args.gamma,
+        train_batch_size=args.train_batch_size,
+        rollout_n=args.rollout_n,
+        ppo_mini_batch_size=args.ppo_mini_batch_size,
+        ppo_epochs=args.ppo_epochs,
+        lr=args.lr,
+        prompt_length=args.prompt_length,
+        response_length=args.response_length,
+        total_steps=args.total_steps,
+        n_gpus=args.n_gpus,
+    )
 
 
 def compose_config(args: Args, out_dir: Path) -> Any:
     """verl's ``ppo_trainer`` config with `verl_overrides` applied (no Ray, no GPU)."""
-    import verl.trainer
-    from hydra import compose, initialize_config_dir
+    from xpgym.adapters.verl import ppo_config
 
-    config_dir = Path(verl.trainer.__file__).parent / "config"
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return compose(config_name="ppo_trainer", overrides=verl_overrides(args, out_dir))
+    return ppo_config(verl_overrides(args, out_dir))
 
 
 def check_args(args: Args) -> None:
-    if args.algorithm not in ESTIMATOR:
-        raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
+    from xpgym.adapters.verl import ALGORITHMS
+
+    if args.algorithm not in ALGORITHMS:
+        raise SystemExit(f"--algorithm must be one of {sorted(ALGORITHMS)}, got {args.algorithm!r}")
     if args.algorithm in ("grpo", "dr_grpo", "rloo"):
         if args.rollout_n < 2:
             raise SystemExit(f"--algorithm {args.algorithm} needs --rollout-n >= 2 (a group)")
@@ -143,23 +107,16 @@ def check_args(args: Args) -> None:
 
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, Any]]:
     """The task rows (one per reset seed) as parquet, and the agent-loop registry file."""
-    import pandas as pd
-
-    from xpgym.adapters.verl import AGENT_NAME, dataset_rows
+    from xpgym.adapters.verl import write_run_files
     from xpgym.core.episode_runner import make_tasks
 
-    rows = dataset_rows(
+    return write_run_files(
+        out_dir,
         make_tasks(args.env_id, args.num_tasks, seed=args.seed),
         layout=args.layout,
         max_turns=args.max_turns,
         max_new_tokens=args.max_new_tokens,
     )
-    out_dir.mkdir(parents=True, exist_ok=True)
-    pd.DataFrame(rows).to_parquet(out_dir / "train.parquet")
-    (out_dir / "agent_loops.yaml").write_text(
-        f"- name: {AGENT_NAME}\n  _target_: xpgym.adapters.verl.XpgymAgentLoop\n"
-    )
-    return rows
 
 
 def launch(args: Args, out_dir: Path) -> None:
@@ -191,7 +148,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     from verl.workers.rollout.replica import TokenOutput
 
     import xpgym
-    from xpgym.adapters.verl import XpgymAgentLoop, episode_outputs, to_data_proto
+    from xpgym.adapters.verl import ALGORITHMS, XpgymAgentLoop, episode_outputs, to_data_proto
     from xpgym.core.advantages import (
         broadcast_to_tokens,
         discounted_returns,
@@ -280,7 +237,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     )
     assert isinstance(data, DataProto)
     data.batch["token_level_rewards"] = data.batch["rm_scores"]
-    estimator, norm_by_std = ESTIMATOR[args.algorithm]
+    estimator, norm_by_std = ALGORITHMS[args.algorithm]
     data = compute_advantage(
         data,
         adv_estimator=estimator,

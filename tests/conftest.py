@@ -1,4 +1,4 @@
-"""Settings for the whole test suite.
+"""Settings and shared fixtures for the whole test suite.
 
 Hypothesis runs without its per-example deadline (200 ms by default): the deadline is a
 wall-clock assertion that a busy machine fails ("Unreliable test timings"), and no property
@@ -7,7 +7,22 @@ test here is about speed (speed is measured in ``tests/benchmarks``).
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import settings
 
 settings.register_profile("xpgym", deadline=None)
 settings.load_profile("xpgym")
+
+
+@pytest.fixture(scope="session")
+def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The warm tiny model of the end-to-end runs (`parity.e2e.warm_model_dir`), built once
+    per test session in its own cache (the machine's cache is left alone)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from parity.curves import CurveConfig
+    from parity.e2e import warm_model_dir
+
+    return warm_model_dir(CurveConfig(), root=tmp_path_factory.mktemp("xpgym_cache"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -40,10 +41,13 @@ from verl.workers.rollout.llm_server import LLMServerClient  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from xpgym.adapters.verl import (  # noqa: E402
+    ALGORITHMS,
     ESTIMATORS,
     XpgymAgentLoop,
     dataset_rows,
     episode_outputs,
+    ppo_config,
+    ppo_overrides,
     register_estimators,
     to_data_proto,
 )
@@ -509,3 +513,15 @@ def test_agent_loop_sums_speculative_decoding_counters_over_the_episode(tokenize
 def test_agent_loop_refuses_the_legacy_trainer(tokenizer: Any) -> None:
     with pytest.raises(ValueError, match="use_v1"):
         agent_loop(tokenizer, ScriptedServer(tokenizer, []), use_v1=False)
+
+
+def test_launch_config_composes_and_names_every_algorithm(tmp_path: Path) -> None:
+    config = ppo_config(ppo_overrides(model="m", run_dir=tmp_path, rollout_name="hf_cpu"))
+    assert config.actor_rollout_ref.rollout.name == "hf_cpu"
+    assert config.data.train_files == str(tmp_path / "train.parquet")
+    assert config.algorithm.adv_estimator == "xpgym_rebn"
+    for algorithm, (estimator, _) in ALGORITHMS.items():
+        overrides = ppo_overrides(model="m", run_dir=tmp_path, algorithm=algorithm)
+        assert f"algorithm.adv_estimator={estimator}" in overrides
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        ppo_overrides(model="m", run_dir=tmp_path, algorithm="ppo")

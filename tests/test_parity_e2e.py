@@ -18,16 +18,9 @@ STEPS = 2
 
 
 @pytest.fixture(scope="module")
-def cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("xpgym_cache")
-
-
-@pytest.fixture(scope="module")
-def trl_result(cache: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("XPGYM_CACHE", str(cache))
-        out = tmp_path_factory.mktemp("parity_e2e")
-        results = run(["trl"], E2EConfig(steps=STEPS), out)
+def trl_result(warm_model: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    out = tmp_path_factory.mktemp("parity_e2e")
+    results = run(["trl"], E2EConfig(steps=STEPS), out, warm_dir=warm_model)
     assert (out / "trl.json").exists()
     return results["trl"]
 
@@ -44,17 +37,14 @@ def test_trl_trains_for_real_through_xpgym(trl_result: dict[str, Any]) -> None:
 
 @pytest.mark.timeout(600)
 def test_the_warm_model_is_built_once_and_reused(
-    cache: Path, trl_result: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+    warm_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("XPGYM_CACHE", str(cache))
-
     def must_not_pretrain(*args: object, **kwargs: object) -> None:
         raise AssertionError("the cached warm model was rebuilt")
 
     monkeypatch.setattr("parity.e2e.start_weights", must_not_pretrain)
-    path = warm_model_dir(E2EConfig().warm)
-    assert path.parent == cache
-    assert (path / "config.json").exists()
+    assert warm_model_dir(E2EConfig().warm, root=warm_model.parent) == warm_model
+    assert (warm_model / "config.json").exists()
 
 
 GOOD = {
@@ -77,7 +67,9 @@ GOOD = {
         ({"policy_tokens": [10.0, 0.0]}, "no policy token"),
         ({"all_params_changed": False, "params_changed": "3/4"}, "parameters unchanged"),
         ({"loss": [0.1, math.nan]}, "NaN"),
-        ({"max_logprob_gap": 2 * LOGPROB_GAP_BOUND}, "log-prob gap"),
+        ({"max_logprob_gap": 2 * LOGPROB_GAP_BOUND}, "max_logprob_gap"),
+        ({"max_logprob_gap": None, "max_prob_gap": 1e-3}, "max_prob_gap 0.001 > 0.0001"),
+        ({"max_logprob_gap": None}, "no sampler vs trainer gap"),
     ],
 )
 def test_check_names_each_failure(change: dict[str, Any], problem: str) -> None:

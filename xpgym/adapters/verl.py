@@ -5,7 +5,7 @@ legacy trainer (``main_ppo_v0``) builds ``rm_scores`` from one scalar per sequen
 cannot take a list of outputs, so per-turn rewards and per-turn rows would be lost there;
 `XpgymAgentLoop` refuses it.
 
-Three parts:
+Four parts:
 
 1. **Converter** `to_data_proto`: episodes -> the ``DataProto`` that verl's agent-loop
    rollout produces, built with verl's own ``DataProto`` / ``TensorDict``.
@@ -17,8 +17,11 @@ Three parts:
    ``core_algos.register_adv_est`` when this module is imported (`register_estimators`):
    per-turn REINFORCE returns and ReBN of `xpgym.core.advantages`, computed from verl's
    ``token_level_rewards`` and ``response_mask`` (turns = runs of the mask). verl runs
-   estimators in its TaskRunner process: import this module there (the recipe sets Ray's
-   ``worker_process_setup_hook`` to `register_estimators`).
+   estimators in its TaskRunner process: import this module there (`ppo_overrides` sets
+   Ray's ``worker_process_setup_hook`` to `register_estimators`).
+4. **Launch configuration** `ppo_overrides` / `ppo_config` / `write_run_files`: verl's
+   ``ppo_trainer`` config for a run of `XpgymAgentLoop` and the files it reads, shared by
+   ``recipes/train_verl.py`` and the CPU end-to-end run of ``parity/e2e_verl.py``.
 
 Batch layout (``B`` rows; ``P``/``R`` the longest prompt/response, or the configured
 ``rollout.prompt_length``/``response_length`` with ``pad_to_max_length=True``)
@@ -66,6 +69,7 @@ import uuid
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -102,13 +106,17 @@ from xpgym.core.trajectory import Episode  # noqa: E402
 
 __all__ = [
     "AGENT_NAME",
+    "ALGORITHMS",
     "ESTIMATORS",
     "XpgymAgentLoop",
     "XpgymAgentLoopOutput",
     "dataset_rows",
     "episode_outputs",
+    "ppo_config",
+    "ppo_overrides",
     "register_estimators",
     "to_data_proto",
+    "write_run_files",
 ]
 
 logger = logging.getLogger(__name__)
@@ -523,3 +531,126 @@ def episode_outputs(
             )
         )
     return outputs
+
+
+# --------------------------------------------------------------------------------------
+# Launch configuration (verl's ``ppo_trainer`` config for `XpgymAgentLoop`)
+# --------------------------------------------------------------------------------------
+
+ALGORITHMS: dict[str, tuple[str, bool]] = {
+    "rebn": ("xpgym_rebn", True),
+    "reinforce": ("xpgym_reinforce", True),
+    "grpo": ("grpo", True),
+    "dr_grpo": ("grpo", False),
+    "rloo": ("rloo", True),
+}
+"""Algorithm name -> (``algorithm.adv_estimator``, ``algorithm.norm_adv_by_std_in_grpo``)."""
+
+
+def ppo_overrides(
+    *,
+    model: str,
+    run_dir: Path,
+    algorithm: str = "rebn",
+    gamma: float = 0.9,
+    train_batch_size: int = 32,
+    rollout_n: int = 1,
+    ppo_mini_batch_size: int = 32,
+    ppo_epochs: int = 2,
+    lr: float = 1e-6,
+    prompt_length: int = 8192,
+    response_length: int = 4096,
+    total_steps: int = 500,
+    n_gpus: int = 1,
+    rollout_name: str = "vllm",
+    loggers: Sequence[str] = ("console",),
+) -> list[str]:
+    """Hydra overrides of verl's ``ppo_trainer`` config that train with `XpgymAgentLoop`.
+
+    The dataset and agent-loop registry are read from `run_dir` (`write_run_files`);
+    checkpoints go to ``run_dir / "checkpoints"``. Optimiser and sampling follow the GEM
+    paper (AdamW (0.9, 0.95), no weight decay, grad clip 1.0, clip 0.2, no KL, temperature
+    1, top-p 1, top-k off). The estimator comes from `ALGORITHMS`; ``xpgym_*`` estimators
+    are registered in verl's TaskRunner through Ray's ``worker_process_setup_hook``.
+
+    Raises:
+        ValueError: `algorithm` is not in `ALGORITHMS`.
+    """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+    estimator, norm_by_std = ALGORITHMS[algorithm]
+    actor = "actor_rollout_ref.actor"
+    rollout = "actor_rollout_ref.rollout"
+    return [
+        f"algorithm.adv_estimator={estimator}",
+        f"algorithm.norm_adv_by_std_in_grpo={norm_by_std}",
+        f"algorithm.gamma={gamma}",
+        "algorithm.use_kl_in_reward=false",
+        f"data.train_files={run_dir / 'train.parquet'}",
+        f"data.val_files={run_dir / 'train.parquet'}",
+        f"data.train_batch_size={train_batch_size}",
+        f"data.max_prompt_length={prompt_length}",
+        f"data.max_response_length={response_length}",
+        "data.filter_overlong_prompts=false",
+        f"actor_rollout_ref.model.path={model}",
+        f"{actor}.optim.lr={lr}",
+        f"{actor}.optim.betas=[0.9,0.95]",
+        f"{actor}.optim.weight_decay=0.0",
+        f"{actor}.grad_clip=1.0",
+        f"{actor}.ppo_epochs={ppo_epochs}",
+        f"{actor}.ppo_mini_batch_size={ppo_mini_batch_size}",
+        f"{actor}.ppo_micro_batch_size_per_gpu=1",
+        f"{actor}.clip_ratio=0.2",
+        f"{actor}.use_kl_loss=false",
+        f"{actor}.loss_agg_mode=token-mean",
+        f"{rollout}.name={rollout_name}",
+        f"{rollout}.n={rollout_n}",
+        f"{rollout}.temperature=1.0",
+        f"{rollout}.top_p=1.0",
+        f"{rollout}.top_k=-1",
+        f"{rollout}.log_prob_micro_batch_size_per_gpu=1",
+        f"{rollout}.agent.default_agent_loop={AGENT_NAME}",
+        f"{rollout}.agent.agent_loop_config_path={run_dir / 'agent_loops.yaml'}",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+        f"trainer.n_gpus_per_node={n_gpus}",
+        "trainer.nnodes=1",
+        f"trainer.total_training_steps={total_steps}",
+        "trainer.use_v1=true",
+        f"trainer.logger=[{','.join(loggers)}]",
+        f"trainer.default_local_dir={run_dir / 'checkpoints'}",
+        "+ray_kwargs.ray_init.runtime_env.worker_process_setup_hook="
+        f"{__name__}.register_estimators",
+    ]
+
+
+def ppo_config(overrides: Sequence[str]) -> Any:
+    """verl's ``ppo_trainer`` config (an ``omegaconf.DictConfig``) with `overrides` applied,
+    composed with Hydra from verl's own config directory (no Ray, no GPU)."""
+    import verl.trainer
+    from hydra import compose, initialize_config_dir
+
+    config_dir = Path(verl.trainer.__file__).parent / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name="ppo_trainer", overrides=list(overrides))
+
+
+def write_run_files(
+    run_dir: Path,
+    tasks: Sequence[EpisodeTask],
+    *,
+    layout: Layout = "per_episode",
+    max_turns: int | None = None,
+    max_new_tokens: int | None = None,
+) -> list[dict[str, Any]]:
+    """Write what `ppo_overrides` points verl at into `run_dir`: the task rows
+    (`dataset_rows`) as ``train.parquet`` and the agent-loop registry ``agent_loops.yaml``
+    that names `XpgymAgentLoop`. Returns the rows."""
+    import pandas as pd
+
+    rows = dataset_rows(tasks, layout=layout, max_turns=max_turns, max_new_tokens=max_new_tokens)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_parquet(run_dir / "train.parquet")
+    (run_dir / "agent_loops.yaml").write_text(
+        f"- name: {AGENT_NAME}\n  _target_: {__name__}.{XpgymAgentLoop.__name__}\n"
+    )
+    return rows
