@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from parity.curves import CurveConfig, start_weights, tokenizer_and_model
+from parity.trainers._layout import package_version
 
 __all__ = [
     "GAP_BOUNDS",
@@ -239,7 +240,7 @@ def run_trl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         "max_logprob_gap": max((r["logprob_gap"] for r in rows), default=math.nan),
         "all_params_changed": all(changed),
         "params_changed": f"{sum(changed)}/{len(changed)}",
-        "versions": _versions("trl", "transformers", "torch"),
+        "versions": {name: package_version(name) for name in ("trl", "transformers", "torch")},
     }
 
 
@@ -269,18 +270,6 @@ def _logprob_gap(model: Any, output: dict[str, Any]) -> float:
     finally:
         model.train(was_training)
     return gap
-
-
-def _versions(*distributions: str) -> dict[str, str]:
-    from importlib import metadata
-
-    found = {}
-    for name in distributions:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-    return found
 
 
 def run_verl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:

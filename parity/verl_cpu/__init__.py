@@ -30,7 +30,7 @@ mismatch fails with a message, never a hang).
 
 from __future__ import annotations
 
-from importlib import metadata
+from parity.trainers._layout import package_version
 
 __all__ = ["PINS", "check_versions"]
 
@@ -44,15 +44,12 @@ def check_versions() -> dict[str, str]:
     Raises:
         RuntimeError: one is missing or not at its pinned version (names every mismatch).
     """
-    found: dict[str, str] = {}
-    wrong = []
-    for name, pinned in PINS.items():
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
-        if found[name] != pinned:
-            wrong.append(f"{name}=={pinned} (found {found[name]})")
+    found = {name: package_version(name) for name in PINS}
+    wrong = [
+        f"{name}=={pinned} (found {found[name]})"
+        for name, pinned in PINS.items()
+        if found[name] != pinned
+    ]
     if wrong:
         raise RuntimeError(
             "parity.verl_cpu is a test harness pinned to exact versions; install "
