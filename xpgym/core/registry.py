@@ -25,6 +25,7 @@ import functools
 import importlib
 import inspect
 import logging
+import os
 import re
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,6 +34,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from xpgym.core.env import Env, EnvCore
+from xpgym.core.episode_log import EPISODE_LOG_VARIABLE, EpisodeLog
 
 if TYPE_CHECKING:
     from xpgym.core.multiagent import MultiAgentEnv
@@ -418,6 +420,9 @@ def make_from_spec(env_spec: EnvSpec, **kwargs: Any) -> Env | MultiAgentEnv:
     if kwargs:
         env_spec = dataclasses.replace(env_spec, kwargs=merged)
     env.spec = env_spec
+    log_directory = os.environ.get(EPISODE_LOG_VARIABLE)
+    if log_directory and isinstance(env, Env):
+        env = EpisodeLog(env, log_directory)
     return env
 
 

@@ -1,0 +1,130 @@
+"""Log every finished episode to a JSON-lines file, from whatever process runs the env.
+
+A trainer's own rollout workers (Ray actors, vLLM servers' agent loops, subprocesses) build
+xpgym envs where the caller cannot reach them. Setting ``XPGYM_EPISODE_LOG=<directory>`` in
+the environment of the launching process makes `xpgym.make` wrap every single-agent env it
+builds in `EpisodeLog`, so each episode's return, length and env time land in
+``<directory>/episodes-<host>-<pid>.jsonl`` (one file per process: no two processes append
+to the same file). `read_episode_log` merges the files in the order the episodes ended.
+This is how the parity suite collects the same learning curve from every trainer
+(`parity.gpu`) and splits a step's time into env and policy (`parity.bench`).
+
+`EpisodeLog` is a wrapper, but it lives beside the registry that applies it rather than in
+`xpgym.core.wrappers` (no core module outside that package imports a wrapper module).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from xpgym.core.env import Env, Wrapper
+
+__all__ = ["EPISODE_LOG_VARIABLE", "EpisodeLog", "read_episode_log"]
+
+EPISODE_LOG_VARIABLE = "XPGYM_EPISODE_LOG"
+"""The environment variable that makes `xpgym.make` wrap envs in `EpisodeLog`."""
+
+
+class EpisodeLog(Wrapper[Any]):
+    """Append one JSON line per finished episode to ``<directory>/episodes-<host>-<pid>.jsonl``.
+
+    Each line: ``{"env_id", "seed", "return", "length", "correct", "env_s", "end", "pid"}``
+    where ``return`` sums the episode's rewards, ``length`` counts its steps, ``correct`` is
+    the last step's ``info.get("correct")`` (``None`` when the env does not report it),
+    ``env_s`` the seconds spent inside the wrapped env's ``reset`` and ``step`` calls of the
+    episode (so a rollout's time splits into env time and the rest), and ``end`` the wall
+    clock (`time.time`) when it ended. The file is opened on the first finished episode, in
+    append mode, and every line is flushed at once, so a crashed trainer loses nothing it
+    finished. Episodes cut short by a ``reset`` before their end are not logged.
+    """
+
+    def __init__(
+        self,
+        env: Env,
+        directory: str | os.PathLike[str],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__(env)
+        self.directory = Path(directory)
+        self.clock = clock
+        self._file: TextIO | None = None
+        self._seed: int | None = None
+        self._return = 0.0
+        self._length = 0
+        self._env_s = 0.0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        begin = self.clock()
+        result = self.env.reset(seed=seed, options=options)
+        self._env_s = self.clock() - begin
+        self._seed = seed
+        self._return = 0.0
+        self._length = 0
+        return result
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        begin = self.clock()
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._env_s += self.clock() - begin
+        self._return += float(reward)
+        self._length += 1
+        if terminated or truncated:
+            self._write(info.get("correct"))
+        return obs, reward, terminated, truncated, info
+
+    def _write(self, correct: Any) -> None:
+        if self._file is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            name = f"episodes-{socket.gethostname()}-{os.getpid()}.jsonl"
+            self._file = open(self.directory / name, "a", encoding="utf-8")  # noqa: SIM115
+        record = {
+            "env_id": self.spec.id if self.spec is not None else None,
+            "seed": self._seed,
+            "return": self._return,
+            "length": self._length,
+            "correct": correct if isinstance(correct, (bool, int, float)) else None,
+            "env_s": self._env_s,
+            "end": time.time(),
+            "pid": os.getpid(),
+        }
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self.env.close()
+
+
+def read_episode_log(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every episode `EpisodeLog` wrote under `directory`, ordered by the time it ended.
+
+    Raises:
+        FileNotFoundError: `directory` holds no ``episodes-*.jsonl`` file.
+        ValueError: A line is not JSON (the message names the file and line).
+    """
+    files = sorted(Path(directory).glob("episodes-*.jsonl"))
+    if not files:
+        raise FileNotFoundError(
+            f"no episodes-*.jsonl under {directory}: was it set as "
+            f"{EPISODE_LOG_VARIABLE} for the run?"
+        )
+    records = []
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                records.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from exc
+    return sorted(records, key=lambda record: record["end"])
