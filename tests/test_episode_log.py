@@ -69,7 +69,8 @@ def test_make_wraps_envs_only_when_the_variable_is_set(
     monkeypatch.setenv(EPISODE_LOG_VARIABLE, str(tmp_path))
     env = xpgym.make(ENV_ID)
     assert isinstance(env, EpisodeLog)
-    assert env.spec is not None and env.spec.id == ENV_ID
+    assert env.spec is not None
+    assert env.spec.id == ENV_ID
     _play(env, 7, GUESSES)
     assert [r["seed"] for r in read_episode_log(tmp_path)] == [7]
 
