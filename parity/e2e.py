@@ -20,6 +20,11 @@ norm per step, how far the sampler's and the trainer's probabilities of the poli
 are apart (`GAP_BOUNDS` names each trainer's measure), and whether every parameter tensor
 changed. `check` turns a result into the failures CI refuses (a crash, a missing step, a
 step without policy tokens, unchanged parameters, a gap above its bound, a NaN).
+
+Every run sets ``XPGYM_EPISODE_LOG`` to ``<out>/episodes/<trainer>-seed<k>``, so each episode
+the trainer's workers finish is logged (`xpgym.core.episode_log`) and the result carries
+``mean_return`` per block of one step's episodes: the curve `parity.gpu` bands on the GPU
+runners, read by the same code.
 """
 
 from __future__ import annotations
@@ -30,15 +35,19 @@ import json
 import logging
 import math
 import os
+import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from parity.curves import CurveConfig, start_weights, tokenizer_and_model
+from parity.gpu import curve
 from parity.trainers._layout import package_version
+from xpgym.core.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
 
 __all__ = [
     "GAP_BOUNDS",
@@ -328,15 +337,37 @@ def run(
     results = {}
     for name in names:
         logger.info("%s: %d steps from %s", name, cfg.steps, warm_dir)
+        log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
+        shutil.rmtree(log_dir, ignore_errors=True)
         try:
-            result = TRAINERS[name](cfg, out_dir, warm_dir)
+            with _environment(EPISODE_LOG_VARIABLE, str(log_dir)):
+                result = TRAINERS[name](cfg, out_dir, warm_dir)
         except Exception as exc:
             logger.exception("%s crashed", name)
             result = {"trainer": name, "error": f"{type(exc).__name__}: {exc}"}
+        else:
+            records = read_episode_log(log_dir)
+            result["episode_log"] = str(log_dir)
+            result["episodes_logged"] = len(records)
+            result["mean_return"] = curve(records, cfg.tasks_per_step * cfg.group_size)
         result["config"] = asdict(cfg)
         (out_dir / f"{name}.json").write_text(json.dumps(result, indent=1, default=str) + "\n")
         results[name] = result
     return results
+
+
+@contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """Set the environment variable `name` to `value` for the block (subprocesses see it)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[name]
+        else:
+            os.environ[name] = before
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:

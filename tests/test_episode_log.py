@@ -53,12 +53,22 @@ def test_env_time_counts_only_time_inside_the_env(tmp_path: Path) -> None:
     assert record["env_s"] == 1.0 + record["length"]
 
 
-def test_an_episode_cut_short_by_reset_is_not_logged(tmp_path: Path) -> None:
+def test_an_episode_the_caller_cut_short_is_logged_with_what_it_earned(tmp_path: Path) -> None:
+    """A trainer's token budget or turn limit ends episodes the env never ended; they are
+    training episodes all the same, so their last step's totals are the record."""
     env = EpisodeLog(xpgym.make(ENV_ID), tmp_path)
     env.reset(seed=1)
     env.step("\\boxed{1}")
     _play(env, 2, GUESSES)
-    assert [r["seed"] for r in read_episode_log(tmp_path)] == [2]
+    env.reset(seed=3)
+    env.step("\\boxed{1}")
+    env.step("\\boxed{2}")
+    records = read_episode_log(tmp_path)
+    assert [(r["seed"], r["length"], r["done"]) for r in records] == [
+        (1, 1, False),
+        (2, records[1]["length"], True),
+        (3, 2, False),
+    ]
 
 
 def test_make_wraps_envs_only_when_the_variable_is_set(
@@ -95,7 +105,7 @@ def test_each_process_writes_its_own_file_and_reading_merges_them(tmp_path: Path
 def test_reading_names_a_missing_log_and_a_broken_line(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=EPISODE_LOG_VARIABLE):
         read_episode_log(tmp_path)
-    good = json.dumps({"end": 1.0, "return": 0.0})
+    good = json.dumps({"episode": "1-a-1", "end": 1.0, "return": 0.0})
     (tmp_path / "episodes-h-1.jsonl").write_text(f"{good}\n{{broken\n")
     with pytest.raises(ValueError, match=r"episodes-h-1.jsonl:2"):
         read_episode_log(tmp_path)

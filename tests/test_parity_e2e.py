@@ -13,6 +13,7 @@ pytest.importorskip("torch")
 pytest.importorskip("trl", reason="TRL is not installed (scripts/setup.sh installs it)")
 
 from parity.e2e import LOGPROB_GAP_BOUND, E2EConfig, check, run, table, warm_model_dir
+from parity.gpu import collect
 
 STEPS = 2
 
@@ -33,6 +34,22 @@ def test_trl_trains_for_real_through_xpgym(trl_result: dict[str, Any]) -> None:
     assert len(trl_result["loss"]) == len(trl_result["grad_norm"]) == STEPS
     assert all(g > 0 for g in trl_result["grad_norm"])
     assert "| trl | 2 |" in table({"trl": trl_result})
+
+
+@pytest.mark.timeout(600)
+def test_every_episode_trl_played_is_logged_and_collected_like_the_gpu_runs(
+    trl_result: dict[str, Any],
+) -> None:
+    """The episode log of the run reads back through `parity.gpu.collect`, the code that
+    bands the GPU runners' curves: one point per step, each the mean of a step's episodes."""
+    cfg = E2EConfig(steps=STEPS)
+    batch = cfg.tasks_per_step * cfg.group_size
+    assert trl_result["episodes_logged"] >= STEPS * batch
+    assert len(trl_result["mean_return"]) == trl_result["episodes_logged"] // batch
+    report = collect(Path(trl_result["episode_log"]).parent.parent, episodes_per_step=batch)
+    (entry,) = report["envs"].values()
+    assert entry["runs"]["trl"]["episodes"] == [trl_result["episodes_logged"]]
+    assert entry["trainers"]["trl"]["verdict"] == "not compared"  # one trainer: no band
 
 
 @pytest.mark.timeout(600)

@@ -5,7 +5,8 @@ xpgym envs where the caller cannot reach them. Setting ``XPGYM_EPISODE_LOG=<dire
 the environment of the launching process makes `xpgym.make` wrap every single-agent env it
 builds in `EpisodeLog`, so each episode's return, length and env time land in
 ``<directory>/episodes-<host>-<pid>.jsonl`` (one file per process: no two processes append
-to the same file). `read_episode_log` merges the files in the order the episodes ended.
+to the same file), one line per step. `read_episode_log` merges the files into one record
+per episode, in the order the episodes ended.
 This is how the parity suite collects the same learning curve from every trainer
 (`parity.gpu`) and splits a step's time into env and policy (`parity.bench`).
 
@@ -32,16 +33,19 @@ EPISODE_LOG_VARIABLE = "XPGYM_EPISODE_LOG"
 
 
 class EpisodeLog(Wrapper[Any]):
-    """Append one JSON line per finished episode to ``<directory>/episodes-<host>-<pid>.jsonl``.
+    """Log every step's running episode totals to ``<directory>/episodes-<host>-<pid>.jsonl``.
 
-    Each line: ``{"env_id", "seed", "return", "length", "correct", "env_s", "end", "pid"}``
-    where ``return`` sums the episode's rewards, ``length`` counts its steps, ``correct`` is
-    the last step's ``info.get("correct")`` (``None`` when the env does not report it),
-    ``env_s`` the seconds spent inside the wrapped env's ``reset`` and ``step`` calls of the
-    episode (so a rollout's time splits into env time and the rest), and ``end`` the wall
-    clock (`time.time`) when it ended. The file is opened on the first finished episode, in
-    append mode, and every line is flushed at once, so a crashed trainer loses nothing it
-    finished. Episodes cut short by a ``reset`` before their end are not logged.
+    Each step appends ``{"episode", "env_id", "seed", "return", "length", "correct",
+    "env_s", "end", "done"}``: ``episode`` a key unique to this process's episode,
+    ``return`` the sum of the episode's rewards so far, ``length`` its steps so far,
+    ``correct`` the step's ``info.get("correct")`` (``None`` when not reported), ``env_s``
+    the seconds spent inside the wrapped env's ``reset`` and ``step`` calls of the episode
+    (so a rollout's time splits into env time and the rest), ``end`` the wall clock
+    (`time.time`) after the step, and ``done`` whether the env ended the episode. The last
+    line of an episode is the episode: `read_episode_log` keeps it. Logging every step means
+    an episode the *caller* cut short (a token budget, a turn limit of the trainer's, a crash)
+    is still logged with what it earned. The file is opened on the first step, in append
+    mode, and every line is flushed at once.
     """
 
     def __init__(
@@ -54,6 +58,7 @@ class EpisodeLog(Wrapper[Any]):
         self.directory = Path(directory)
         self.clock = clock
         self._file: TextIO | None = None
+        self._episodes = 0
         self._seed: int | None = None
         self._return = 0.0
         self._length = 0
@@ -65,6 +70,7 @@ class EpisodeLog(Wrapper[Any]):
         begin = self.clock()
         result = self.env.reset(seed=seed, options=options)
         self._env_s = self.clock() - begin
+        self._episodes += 1
         self._seed = seed
         self._return = 0.0
         self._length = 0
@@ -76,16 +82,16 @@ class EpisodeLog(Wrapper[Any]):
         self._env_s += self.clock() - begin
         self._return += float(reward)
         self._length += 1
-        if terminated or truncated:
-            self._write(info.get("correct"))
+        self._write(info.get("correct"), done=terminated or truncated)
         return obs, reward, terminated, truncated, info
 
-    def _write(self, correct: Any) -> None:
+    def _write(self, correct: Any, *, done: bool) -> None:
         if self._file is None:
             self.directory.mkdir(parents=True, exist_ok=True)
             name = f"episodes-{socket.gethostname()}-{os.getpid()}.jsonl"
             self._file = open(self.directory / name, "a", encoding="utf-8")  # noqa: SIM115
         record = {
+            "episode": f"{os.getpid()}-{id(self):x}-{self._episodes}",
             "env_id": self.spec.id if self.spec is not None else None,
             "seed": self._seed,
             "return": self._return,
@@ -93,7 +99,7 @@ class EpisodeLog(Wrapper[Any]):
             "correct": correct if isinstance(correct, (bool, int, float)) else None,
             "env_s": self._env_s,
             "end": time.time(),
-            "pid": os.getpid(),
+            "done": bool(done),
         }
         self._file.write(json.dumps(record) + "\n")
         self._file.flush()
@@ -106,7 +112,8 @@ class EpisodeLog(Wrapper[Any]):
 
 
 def read_episode_log(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Every episode `EpisodeLog` wrote under `directory`, ordered by the time it ended.
+    """Every episode `EpisodeLog` logged under `directory` (its last line), ordered by the
+    time of its last step.
 
     Raises:
         FileNotFoundError: `directory` holds no ``episodes-*.jsonl`` file.
@@ -115,16 +122,17 @@ def read_episode_log(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
     files = sorted(Path(directory).glob("episodes-*.jsonl"))
     if not files:
         raise FileNotFoundError(
-            f"no episodes-*.jsonl under {directory}: was it set as "
-            f"{EPISODE_LOG_VARIABLE} for the run?"
+            f"no episodes-*.jsonl under {directory}: was it set as {EPISODE_LOG_VARIABLE} "
+            "for the run?"
         )
-    records = []
+    episodes: dict[str, dict[str, Any]] = {}
     for path in files:
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from exc
-    return sorted(records, key=lambda record: record["end"])
+            episodes[f"{path.name}/{record['episode']}"] = record
+    return sorted(episodes.values(), key=lambda record: record["end"])
