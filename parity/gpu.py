@@ -1,14 +1,16 @@
 """The GPU parity run: every trainer's recipe on the same env, model, seeds and settings.
 
     python -m parity.gpu command --trainer verl --env game:GuessTheNumber-v0 --seed 0
+    python -m parity.gpu run --trainer verl --env game:GuessTheNumber-v0 --seed 0
     python -m parity.gpu collect results/parity_gpu --out parity/report-gpu.json
 
 ``command`` prints the recipe command line that runs one trainer with the shared `RunSpec`
 (the GEM paper's hyper-parameters: lr 1e-6, gamma 0.9, no KL, temperature 1; the same
-episodes per step and steps for every trainer); the workflow
-``.github/workflows/parity-gpu.yml`` runs it with ``XPGYM_EPISODE_LOG`` pointing at
+episodes per step and steps for every trainer); ``run`` (what the workflow
+``.github/workflows/parity-gpu.yml`` calls) runs it with ``XPGYM_EPISODE_LOG`` pointing at
 ``<results>/<env>/<trainer>-seed<k>``, so every episode any of the trainer's workers
-finishes is logged (`xpgym.core.episode_log`). ``collect`` reads those logs, turns each run
+finishes is logged (`xpgym.core.episode_log`), and stops it once the run's episodes are in
+(`supervise`). ``collect`` reads those logs, turns each run
 into a curve (mean return of every consecutive `RunSpec.episodes_per_step` episodes, in the
 order they ended: the x axis is experience, the same for every trainer), averages a
 trainer's seeds, and checks every trainer against the band of all the *other* trainers'
@@ -24,8 +26,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shlex
+import signal
+import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -34,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from parity.curves import band, inside_fraction, smooth
-from xpgym.core.episode_log import read_episode_log
+from xpgym.core.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
 
 __all__ = [
     "GPU_ENVS",
@@ -48,6 +54,7 @@ __all__ = [
     "main",
     "plot",
     "recipe_command",
+    "supervise",
     "verdicts",
 ]
 
@@ -135,6 +142,60 @@ def recipe_command(trainer: str, spec: RunSpec) -> list[str]:
     for name, value in flags.items():
         argv += [f"--{name}", str(value)]
     return argv
+
+
+def _episodes_logged(log_dir: Path) -> int:
+    try:
+        return len(read_episode_log(log_dir))
+    except FileNotFoundError:
+        return 0
+
+
+def supervise(
+    argv: Sequence[str],
+    log_dir: Path,
+    episodes: int,
+    *,
+    timeout_s: float,
+    poll_s: float = 10.0,
+    grace_s: float = 30.0,
+) -> int:
+    """Run `argv` with ``XPGYM_EPISODE_LOG=log_dir`` until it has logged `episodes` episodes.
+
+    The command runs in its own process group; once the log holds `episodes` episodes the
+    whole group is sent SIGTERM (SIGKILL after `grace_s`), so a recipe without a step limit
+    (Oat's) and a trainer's Ray/vLLM workers stop together. A clean exit before that also
+    counts (the recipe's own limit). Returns 0 when the episodes were logged (or the
+    command exited 0), the command's exit status when it failed, 124 after `timeout_s`.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    environ = {**os.environ, EPISODE_LOG_VARIABLE: str(log_dir)}
+    process = subprocess.Popen(list(argv), env=environ, start_new_session=True)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            status = process.wait(timeout=poll_s)
+        except subprocess.TimeoutExpired:
+            status = None
+        if status is not None:
+            return status
+        logged = _episodes_logged(log_dir)
+        if logged >= episodes or time.monotonic() > deadline:
+            _stop_group(process, grace_s)
+            if logged >= episodes:
+                logger.info("%d episodes logged: stopped %s", logged, argv[1])
+                return 0
+            logger.error("%s timed out after %.0f s (%d episodes)", argv[1], timeout_s, logged)
+            return 124
+
+
+def _stop_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 # --------------------------------------------------------------------------------------
@@ -297,13 +358,21 @@ def plot(report: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """CLI entry point (``command`` / ``collect``); ``collect`` returns 1 on a failure."""
+    """CLI entry point (``command`` / ``run`` / ``collect``); ``collect`` returns 1 when a
+    trainer is outside its band or a run left no log, ``run`` what `supervise` returns."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     command = commands.add_parser("command", help="print one trainer's recipe command line")
     command.add_argument("--trainer", choices=TRAINERS, required=True)
     for name, default in asdict(RunSpec()).items():
         command.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
+    launch = commands.add_parser("run", help="run one trainer's recipe until its episodes")
+    launch.add_argument("--trainer", choices=TRAINERS, required=True)
+    launch.add_argument("--results", type=Path, default=Path("results/parity_gpu"))
+    launch.add_argument("--timeout-s", type=float, default=4 * 3600)
+    for name, default in asdict(RunSpec()).items():
+        if name != "out_dir":
+            launch.add_argument(f"--{name.replace('_', '-')}", type=type(default), default=default)
     gather = commands.add_parser("collect", help="band every trainer's logged curve")
     gather.add_argument("results", type=Path)
     gather.add_argument("--episodes-per-step", type=int, default=RunSpec.episodes_per_step)
@@ -314,6 +383,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         fields = {name: getattr(args, name) for name in asdict(RunSpec())}
         sys.stdout.write(shlex.join(recipe_command(args.trainer, RunSpec(**fields))) + "\n")
         return 0
+    if args.command == "run":
+        run_dir = args.results / args.env.replace(":", "_") / f"{args.trainer}-seed{args.seed}"
+        fields = {name: getattr(args, name) for name in asdict(RunSpec()) if name != "out_dir"}
+        spec = RunSpec(**fields, out_dir=str(run_dir / "recipe"))
+        argv = recipe_command(args.trainer, spec)
+        argv[0] = sys.executable
+        return supervise(argv, run_dir, spec.episodes, timeout_s=args.timeout_s)
     report = collect(args.results, args.episodes_per_step)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1, default=str) + "\n")

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from hang_guard import wait_until
 
 from parity.gpu import (
+    GPU_ENVS,
     TRAINERS,
     BandConfig,
     RunSpec,
@@ -21,9 +24,11 @@ from parity.gpu import (
     failures,
     main,
     recipe_command,
+    supervise,
     verdicts,
 )
 from xpgym.core.cli import parse_dataclass_args
+from xpgym.core.episode_log import read_episode_log
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -155,3 +160,57 @@ def test_the_command_subcommand_prints_a_runnable_line(capsys: pytest.CaptureFix
     line = capsys.readouterr().out.split()
     assert line[:2] == ["python", "recipes/train_roll.py"]
     assert line[line.index("--max-steps") + 1] == "5"
+
+
+PLAY_FOREVER = """
+import os, subprocess, sys, xpgym
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+open(sys.argv[1], "w").write(str(child.pid))
+env = xpgym.make("game:GuessTheNumber-v0-easy")
+seed = 0
+while True:
+    env.reset(seed=seed)
+    seed += 1
+    done = False
+    while not done:
+        *_, terminated, truncated, _ = env.step("\\\\boxed{5}")
+        done = terminated or truncated
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"  # exited, not yet reaped
+
+
+def test_supervise_stops_the_whole_group_once_the_episodes_are_logged(tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    argv = [sys.executable, "-c", PLAY_FOREVER, str(pid_file)]
+    status = supervise(argv, tmp_path / "log", 5, timeout_s=600, poll_s=0.1, grace_s=10)
+    assert status == 0
+    assert len(read_episode_log(tmp_path / "log")) >= 5
+    wait_until(lambda: _gone(int(pid_file.read_text())))
+
+
+def test_supervise_returns_the_commands_failure_and_times_out(tmp_path: Path) -> None:
+    failing = [sys.executable, "-c", "raise SystemExit(3)"]
+    assert supervise(failing, tmp_path / "a", 5, timeout_s=600, poll_s=0.1) == 3
+    silent = [sys.executable, "-c", "import time; time.sleep(3600)"]
+    assert supervise(silent, tmp_path / "b", 5, timeout_s=0, poll_s=0.1, grace_s=10) == 124
+
+
+def test_the_workflow_runs_every_trainer_on_every_gpu_env_with_two_seeds() -> None:
+    yaml = pytest.importorskip("yaml")
+    workflow = yaml.safe_load((ROOT / ".github/workflows/parity-gpu.yml").read_text())
+    matrix = workflow["jobs"]["train"]["strategy"]["matrix"]
+    assert tuple(matrix["trainer"]) == TRAINERS
+    assert tuple(matrix["env"]) == GPU_ENVS
+    assert len(matrix["seed"]) >= 2  # a trainer's curve is the mean of its seeds
+    train = "\n".join(step.get("run", "") for step in workflow["jobs"]["train"]["steps"])
+    assert "python -m parity.gpu run" in train
+    report = "\n".join(step.get("run", "") for step in workflow["jobs"]["report"]["steps"])
+    assert "python -m parity.gpu collect" in report
+    assert set(workflow[True]) == {"workflow_dispatch", "schedule"}  # YAML reads `on` as True
