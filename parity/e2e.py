@@ -58,6 +58,7 @@ __all__ = [
     "check",
     "main",
     "run_trl",
+    "set_environment",
     "warm_model_dir",
 ]
 
@@ -340,7 +341,7 @@ def run(
         log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
         shutil.rmtree(log_dir, ignore_errors=True)
         try:
-            with _environment(EPISODE_LOG_VARIABLE, str(log_dir)):
+            with set_environment(EPISODE_LOG_VARIABLE, str(log_dir)):
                 result = TRAINERS[name](cfg, out_dir, warm_dir)
         except Exception as exc:
             logger.exception("%s crashed", name)
@@ -357,7 +358,7 @@ def run(
 
 
 @contextmanager
-def _environment(name: str, value: str) -> Iterator[None]:
+def set_environment(name: str, value: str) -> Iterator[None]:
     """Set the environment variable `name` to `value` for the block (subprocesses see it)."""
     before = os.environ.get(name)
     os.environ[name] = value

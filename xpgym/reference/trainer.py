@@ -84,6 +84,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -738,7 +739,8 @@ def train(
         advantage_fn: Replaces the advantages of every batch (see `Trainer`).
 
     Returns:
-        The metrics of each step (`Trainer.train_step`).
+        The metrics of each step (`Trainer.train_step`), plus ``rollout_s`` (seconds
+        collecting the step's episodes) and ``update_s`` (seconds in `Trainer.train_step`).
     """
     from xpgym.core.policies.hf import HFPolicy
     from xpgym.core.rollout import RolloutCollector
@@ -766,11 +768,15 @@ def train(
     history = []
     for step in range(num_steps):
         # 1. Collect: complete episodes, group_size per start state.
+        began = time.perf_counter()
         episodes = collector.collect(
             cfg.num_episodes, group_size=cfg.group_size, seed=_step_seed(cfg.seed, step)
         )
+        collected = time.perf_counter()
         # 2-5. Rows, old log-probs, advantages, PPO-clip update.
         metrics = trainer.train_step(episodes)
+        metrics["rollout_s"] = collected - began
+        metrics["update_s"] = time.perf_counter() - collected
         # Log.
         history.append(metrics)
         logger.info(
