@@ -107,20 +107,27 @@ def to_rollout_output(episodes: Sequence[Episode]) -> dict[str, Any]:
         ``token_rewards`` and ``episode_reward``, in episode order.
     """
     rows = episode_rows(episodes)
+    # One C-level tolist per field, then list slices per row (TRL takes Python lists).
+    ids, mask, rewards = (
+        a.tolist() for a in (rows.input_ids, rows.response_mask, rows.token_rewards)
+    )
+    flat_logprobs = None if rows.rollout_logprobs is None else rows.rollout_logprobs.tolist()
+    bounds = rows.cu_seqlens.tolist()
+    prompt_lengths = rows.prompt_length.tolist()
     out: dict[str, Any] = {
         key: []
         for key in ("prompt_ids", "completion_ids", "env_mask", "token_rewards", "episode_reward")
     }
-    logprobs: list[list[float]] | None = None if rows.rollout_logprobs is None else []
-    for b in range(len(rows)):
-        row = rows.row(b)
-        out["prompt_ids"].append(row.prompt_ids.tolist())
-        out["completion_ids"].append(row.response_ids.tolist())
-        out["env_mask"].append(row.response_mask[row.response].tolist())
-        out["token_rewards"].append(row.token_rewards[row.response].tolist())
-        out["episode_reward"].append(float(episodes[row.episode_index].total_reward))
-        if logprobs is not None and row.rollout_logprobs is not None:
-            logprobs.append(row.rollout_logprobs[row.response].tolist())
+    logprobs: list[list[float]] | None = None if flat_logprobs is None else []
+    for b, episode_index in enumerate(rows.episode_index.tolist()):
+        start, split, stop = bounds[b], bounds[b] + prompt_lengths[b], bounds[b + 1]
+        out["prompt_ids"].append(ids[start:split])
+        out["completion_ids"].append(ids[split:stop])
+        out["env_mask"].append(mask[split:stop])
+        out["token_rewards"].append(rewards[split:stop])
+        out["episode_reward"].append(float(episodes[episode_index].total_reward))
+        if logprobs is not None and flat_logprobs is not None:
+            logprobs.append(flat_logprobs[split:stop])
     out["logprobs"] = logprobs
     return out
 

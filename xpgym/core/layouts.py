@@ -745,19 +745,36 @@ def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) ->
     n_tokens = int(cu_seqlens[-1])
     input_ids = np.fromiter(chain.from_iterable(row.ids for row in rows), np.int64, count=n_tokens)
     position_ids = np.arange(n_tokens, dtype=np.int64) - np.repeat(cu_seqlens[:-1], lengths)
+    # Every policy span of every row, as global [start, stop) token positions.
+    starts = np.fromiter(
+        (int(cu_seqlens[b]) + start for b, row in enumerate(rows) for start, _ in row.spans),
+        np.int64,
+    )
+    span_lengths = np.fromiter(
+        (stop - start for row in rows for start, stop in row.spans), np.int64
+    )
+    turn_ids = np.fromiter(
+        (row.first_turn + k for row in rows for k in range(len(row.turns))), np.int64
+    )
+    turn_list = [turn for row in rows for turn in row.turns]
+    # Positions of every policy token: each span's start repeated over its length, plus the
+    # offset inside the span.
+    span_offsets = np.cumsum(span_lengths) - span_lengths
+    policy = np.repeat(starts - span_offsets, span_lengths) + np.arange(int(span_lengths.sum()))
     response_mask = np.zeros(n_tokens, dtype=np.int64)
+    response_mask[policy] = 1
     turn_index = np.full(n_tokens, -1, dtype=np.int64)
+    turn_index[policy] = np.repeat(turn_ids, span_lengths)
     token_rewards = np.zeros(n_tokens, dtype=np.float32)
-    logprobs = np.zeros(n_tokens, dtype=np.float32) if with_logprobs else None
-    for b, row in enumerate(rows):
-        offset = int(cu_seqlens[b])
-        for k, (turn, (start, stop)) in enumerate(zip(row.turns, row.spans, strict=True)):
-            span = slice(offset + start, offset + stop)
-            response_mask[span] = 1
-            turn_index[span] = row.first_turn + k
-            token_rewards[offset + stop - 1] = turn.reward
-            if logprobs is not None:
-                logprobs[span] = turn.response_logprobs
+    token_rewards[starts + span_lengths - 1] = [turn.reward for turn in turn_list]
+    logprobs = None
+    if with_logprobs:
+        logprobs = np.zeros(n_tokens, dtype=np.float32)
+        logprobs[policy] = np.fromiter(
+            chain.from_iterable(turn.response_logprobs for turn in turn_list),
+            np.float32,
+            count=len(policy),
+        )
     prompt_length = np.array([row.prompt_length for row in rows], dtype=np.int64)
     group_ids = [
         f"{UNGROUPED_PREFIX}{e}" if ep.group_id is None else str(ep.group_id)
