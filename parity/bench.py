@@ -4,8 +4,9 @@
     python -m parity.bench --trainers reference trl --steps 6 --out results/parity_bench
 
 Every trainer trains the same warm tiny model (`parity.e2e.warm_model_dir`) on the same env
-(``game:GuessTheNumber-v0-easy``) with the same batch (`parity.e2e.E2EConfig`: 2 tasks x 4
-episodes per step) through its own loop: the reference trainer (`xpgym.reference.train`),
+(``game:GuessTheNumber-v0-easy``) with the batch of `parity.e2e.E2EConfig` (2 tasks x 4
+episodes per step; verl's CPU harness plays 4 episodes a step, `parity.verl_cpu`) through
+its own loop: the reference trainer (`xpgym.reference.train`),
 TRL's ``GRPOTrainer.train()`` and verl's V1 trainer (`parity.e2e`). Each runs in a fresh
 process so its peak memory is its own. Per trainer, the median over the steps after the
 first (the first pays for warm-up) of:
@@ -51,10 +52,13 @@ TRAINERS = ("reference", "trl", "verl")
 RESULTS_DIR = Path("results/parity_bench")
 
 
-def _env_seconds_per_step(log_dir: Path, batch: int, steps: int) -> list[float]:
-    """Env seconds of each step: the episodes in the order they ended, `batch` per step."""
+def _env_seconds_per_step(log_dir: Path, steps: int) -> tuple[list[float], int]:
+    """Env seconds of each step and the episodes per step: the logged episodes in the order
+    they ended, split evenly over `steps` (each trainer plays a fixed batch per step)."""
     records = read_episode_log(log_dir)
-    return [sum(r["env_s"] for r in records[k * batch : (k + 1) * batch]) for k in range(steps)]
+    batch = len(records) // steps
+    seconds = [sum(r["env_s"] for r in records[k * batch : (k + 1) * batch]) for k in range(steps)]
+    return seconds, batch
 
 
 def _run_reference(cfg: E2EConfig, warm_dir: Path) -> dict[str, Any]:
@@ -93,7 +97,9 @@ def _run_reference(cfg: E2EConfig, warm_dir: Path) -> dict[str, Any]:
     }
 
 
-def row(result: dict[str, Any], env_s: Sequence[float], peak_rss_mib: float) -> dict[str, Any]:
+def row(
+    result: dict[str, Any], env_s: Sequence[float], peak_rss_mib: float, episodes_per_step: int
+) -> dict[str, Any]:
     """One table row from a run's per-step times (medians over the steps after the first)."""
     steps = len(result["step_s"])
     skip = 1 if steps > 1 else 0
@@ -107,6 +113,7 @@ def row(result: dict[str, Any], env_s: Sequence[float], peak_rss_mib: float) -> 
     return {
         "trainer": result["trainer"],
         "steps": steps,
+        "episodes_per_step": episodes_per_step,
         "step_s": step_s,
         "rollout_s": rollout_s,
         "env_s": env,
@@ -130,7 +137,6 @@ def bench_one(name: str, cfg: E2EConfig, out_dir: Path) -> dict[str, Any]:
     it crashed)."""
     warm_dir = warm_model_dir(cfg.warm)
     log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
-    batch = cfg.tasks_per_step * cfg.group_size
     if name == "reference":
         with set_environment(EPISODE_LOG_VARIABLE, str(log_dir)):
             result = _run_reference(cfg, warm_dir)
@@ -138,8 +144,8 @@ def bench_one(name: str, cfg: E2EConfig, out_dir: Path) -> dict[str, Any]:
         result = run([name], cfg, out_dir, warm_dir=warm_dir)[name]
     if result.get("error"):
         return {"trainer": name, "error": result["error"]}
-    env_s = _env_seconds_per_step(log_dir, batch, len(result["step_s"]))
-    return row(result, env_s, _peak_rss_mib())
+    env_s, batch = _env_seconds_per_step(log_dir, len(result["step_s"]))
+    return row(result, env_s, _peak_rss_mib(), batch)
 
 
 def _bench_in_subprocess(name: str, steps: int, out_dir: Path) -> dict[str, Any]:
@@ -156,6 +162,7 @@ def _bench_in_subprocess(name: str, steps: int, out_dir: Path) -> dict[str, Any]
 COLUMNS = (
     ("trainer", "trainer", "{}"),
     ("steps", "steps", "{}"),
+    ("episodes_per_step", "episodes/step", "{}"),
     ("step_s", "step s", "{:.2f}"),
     ("rollout_s", "rollout s", "{:.2f}"),
     ("env_s", "env s", "{:.4f}"),
@@ -172,7 +179,7 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     lines.append("|" + "---|" * len(COLUMNS))
     for entry in rows:
         if entry.get("error"):
-            lines.append(f"| {entry['trainer']} | crashed: {entry['error']} |" + " |" * 7)
+            lines.append(f"| {entry['trainer']} | crashed: {entry['error']} |" + " |" * 8)
             continue
         cells = [fmt.format(entry[key]) for key, _, fmt in COLUMNS]
         lines.append("| " + " | ".join(cells) + " |")

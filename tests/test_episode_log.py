@@ -109,3 +109,26 @@ def test_reading_names_a_missing_log_and_a_broken_line(tmp_path: Path) -> None:
     (tmp_path / "episodes-h-1.jsonl").write_text(f"{good}\n{{broken\n")
     with pytest.raises(ValueError, match=r"episodes-h-1.jsonl:2"):
         read_episode_log(tmp_path)
+
+
+def test_envs_restored_from_one_snapshot_are_logged_as_episodes_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """A GRPO group: one env is reset, the others start from its snapshot (no reset)."""
+    leader = EpisodeLog(xpgym.make(ENV_ID), tmp_path)
+    leader.reset(seed=5)
+    leader.step("\\boxed{1}")
+    snapshot = leader.get_state()
+    members = [EpisodeLog(xpgym.make(ENV_ID), tmp_path) for _ in range(2)]
+    for member in [*members, leader]:
+        member.set_state(snapshot)
+        for guess in GUESSES[1:]:
+            *_, terminated, truncated, _ = member.step(guess)
+            if terminated or truncated:
+                break
+    records = read_episode_log(tmp_path)
+    finished = [r for r in records if r["done"]]
+    assert len(finished) == 3
+    assert {r["seed"] for r in finished} == {5}
+    assert len({r["episode"] for r in finished}) == 3
+    assert len({r["length"] for r in finished}) == 1  # same actions from the same state

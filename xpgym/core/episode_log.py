@@ -85,6 +85,24 @@ class EpisodeLog(Wrapper[Any]):
         self._write(info.get("correct"), done=terminated or truncated)
         return obs, reward, terminated, truncated, info
 
+    def get_wrapper_state(self) -> dict[str, Any]:
+        """The episode's running totals (``seed``, ``return``, ``length``, ``env_s``)."""
+        return {
+            "seed": self._seed,
+            "return": self._return,
+            "length": self._length,
+            "env_s": self._env_s,
+        }
+
+    def set_wrapper_state(self, state: dict[str, Any]) -> None:
+        """Continue from a snapshot's totals as a new episode of its own: an env restored
+        from another's snapshot (a GRPO group member) is logged apart from its source."""
+        self._episodes += 1
+        self._seed = state["seed"]
+        self._return = float(state["return"])
+        self._length = int(state["length"])
+        self._env_s = float(state["env_s"])
+
     def _write(self, correct: Any, *, done: bool) -> None:
         if self._file is None:
             self.directory.mkdir(parents=True, exist_ok=True)
