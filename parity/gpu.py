@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import shlex
 import signal
@@ -54,6 +55,7 @@ __all__ = [
     "main",
     "plot",
     "recipe_command",
+    "step_cost",
     "supervise",
     "verdicts",
 ]
@@ -217,6 +219,23 @@ def curve(records: Sequence[dict[str, Any]], episodes_per_step: int) -> list[flo
     return full.mean(axis=1).tolist()
 
 
+def step_cost(records: Sequence[dict[str, Any]], episodes_per_step: int) -> dict[str, float]:
+    """Wall seconds per step and the env's share of them, from a run's episode log.
+
+    ``step_s``: time between the ends of the first and the last full step's episodes,
+    divided by the steps in between (start-up excluded); ``env_s``: env seconds per step
+    (`EpisodeLog`'s ``env_s`` summed, divided by the steps); ``env_share``: their ratio.
+    NaN where the log holds fewer than two full steps.
+    """
+    steps = len(records) // episodes_per_step
+    if steps < 2:
+        return {"step_s": math.nan, "env_s": math.nan, "env_share": math.nan}
+    ends = [records[(k + 1) * episodes_per_step - 1]["end"] for k in range(steps)]
+    step_s = (ends[-1] - ends[0]) / (steps - 1)
+    env_s = sum(r["env_s"] for r in records[: steps * episodes_per_step]) / steps
+    return {"step_s": step_s, "env_s": env_s, "env_share": env_s / step_s if step_s else math.nan}
+
+
 @dataclass(frozen=True)
 class BandConfig:
     """How curves are compared: the trailing `window`, the band ``max(k * std, floor)``
@@ -279,12 +298,14 @@ def _run_dirs(env_dir: Path) -> dict[str, list[Path]]:
 def collect(
     results: Path, episodes_per_step: int, cfg: BandConfig = BandConfig()
 ) -> dict[str, Any]:
-    """Read ``<results>/<env dir>/<trainer>-seed<k>/episodes-*.jsonl`` and band every env.
+    """Read ``<results>/<env dir>/<trainer>-seed<k>/episodes-*.jsonl`` and band every env;
+    each run's `step_cost` is the GPU side of `parity.bench`'s table.
 
     Folders of `results` without a ``<trainer>-seed<k>`` folder in them are skipped.
 
     Returns:
-        ``{"config", "envs": {env dir: {"runs": {trainer: {"seeds", "episodes"}},
+        ``{"config", "envs": {env dir: {"runs": {trainer: {"seeds", "episodes",
+        "step_cost"}},
         "trainers": verdicts}}}``; a run without a log is listed with its ``error``.
     """
     report: dict[str, Any] = {
@@ -298,7 +319,7 @@ def collect(
         runs: dict[str, list[list[float]]] = {}
         listing: dict[str, Any] = {}
         for trainer, dirs in run_dirs.items():
-            curves, episodes, errors = [], [], []
+            curves, episodes, errors, costs = [], [], [], []
             for directory in dirs:
                 try:
                     records = read_episode_log(directory)
@@ -307,7 +328,13 @@ def collect(
                     continue
                 curves.append(curve(records, episodes_per_step))
                 episodes.append(len(records))
-            listing[trainer] = {"seeds": len(curves), "episodes": episodes, "errors": errors}
+                costs.append(step_cost(records, episodes_per_step))
+            listing[trainer] = {
+                "seeds": len(curves),
+                "episodes": episodes,
+                "errors": errors,
+                "step_cost": costs,
+            }
             if curves:
                 runs[trainer] = curves
         report["envs"][env_dir.name] = {"runs": listing, "trainers": verdicts(runs, cfg)}
@@ -398,7 +425,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         for trainer, result in entry["trainers"].items():
             inside = result.get("inside")
             share = "" if inside is None else f" {inside:.0%} inside"
-            sys.stdout.write(f"{env} {trainer}: {result['verdict']}{share}\n")
+            costs = entry["runs"][trainer]["step_cost"]
+            step_s = float(np.nanmean([c["step_s"] for c in costs])) if costs else math.nan
+            env_share = float(np.nanmean([c["env_share"] for c in costs])) if costs else math.nan
+            sys.stdout.write(
+                f"{env} {trainer}: {result['verdict']}{share}; {step_s:.1f} s/step, "
+                f"env {env_share:.2%} of it\n"
+            )
     problems = failures(report)
     for line in problems:
         logger.error("%s", line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
 import sys
 from pathlib import Path
@@ -24,6 +25,7 @@ from parity.gpu import (
     failures,
     main,
     recipe_command,
+    step_cost,
     supervise,
     verdicts,
 )
@@ -122,7 +124,9 @@ def test_curves_are_cut_to_the_shortest_run_and_a_lone_run_is_not_compared() -> 
 def _write_log(directory: Path, returns: list[float]) -> None:
     directory.mkdir(parents=True)
     lines = [
-        json.dumps({"episode": f"1-a-{i}", "end": float(i), "return": r, "done": True})
+        json.dumps(
+            {"episode": f"1-a-{i}", "end": float(i), "return": r, "env_s": 0.01, "done": True}
+        )
         for i, r in enumerate(returns)
     ]
     (directory / "episodes-host-1.jsonl").write_text("\n".join(lines) + "\n")
@@ -214,3 +218,12 @@ def test_the_workflow_runs_every_trainer_on_every_gpu_env_with_two_seeds() -> No
     report = "\n".join(step.get("run", "") for step in workflow["jobs"]["report"]["steps"])
     assert "python -m parity.gpu collect" in report
     assert set(workflow[True]) == {"workflow_dispatch", "schedule"}  # YAML reads `on` as True
+
+
+def test_step_cost_is_read_from_the_ends_of_the_steps() -> None:
+    records = [{"end": 10.0 + 2.0 * (i // 4), "env_s": 0.1} for i in range(12)]  # 3 steps
+    cost = step_cost(records, 4)
+    assert cost["step_s"] == pytest.approx(2.0)
+    assert cost["env_s"] == pytest.approx(0.4)
+    assert cost["env_share"] == pytest.approx(0.2)
+    assert math.isnan(step_cost(records[:7], 4)["step_s"])  # one full step: no interval
