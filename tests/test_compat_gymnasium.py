@@ -17,7 +17,7 @@ from xpgym.core.env import EpisodeFinishedError
 from xpgym.core.multiagent import MultiAgentEnv
 from xpgym.core.registry import load_entry_point
 
-gymnasium = pytest.importorskip("gymnasium", reason="the bridge needs gymnasium (xpgym[dev])")
+gymnasium = pytest.importorskip("gymnasium", reason="the bridge needs gymnasium (xpgym[compat])")
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env  # noqa: E402
 
 from xpgym.compat.gymnasium import (  # noqa: E402

@@ -15,7 +15,7 @@ import xpgym
 from xpgym.core.multiagent import MultiAgentEnv
 from xpgym.core.registry import load_entry_point
 
-pytest.importorskip("pettingzoo", reason="the bridge needs pettingzoo (xpgym[dev])")
+pytest.importorskip("pettingzoo", reason="the bridge needs pettingzoo (xpgym[compat])")
 from pettingzoo.test import api_test, parallel_api_test, parallel_seed_test, seed_test
 from pettingzoo.utils.conversions import parallel_to_aec
 

@@ -7,5 +7,5 @@
 * `xpgym.compat.spaces`: the text spaces both use.
 
 Nothing here is imported by ``import xpgym``; gymnasium and pettingzoo are imported only by
-the module that bridges to them (``pip install "xpgym[dev]"`` installs both).
+the module that bridges to them (``pip install "xpgym[compat]"`` installs both).
 """

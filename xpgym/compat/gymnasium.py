@@ -22,13 +22,17 @@ import copy
 import logging
 from typing import Any, ClassVar
 
-import gymnasium
 import numpy as np
 
 from xpgym.compat.spaces import MAX_ACTION_LENGTH, MAX_OBSERVATION_LENGTH, TEXT_CHARSET, text_space
 from xpgym.core.env import Env
 from xpgym.core.multiagent import MultiAgentEnv
+from xpgym.core.optional import import_optional
 from xpgym.core.registry import list_envs, make
+
+gymnasium = import_optional(
+    "gymnasium", needed_by="xpgym.compat.gymnasium", install='pip install "xpgym[compat]"'
+)
 
 __all__ = [
     "NAMESPACE",

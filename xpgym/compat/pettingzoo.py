@@ -15,13 +15,20 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import gymnasium
 import numpy as np
-from pettingzoo import AECEnv, ParallelEnv
 
 from xpgym.compat.spaces import MAX_ACTION_LENGTH, MAX_OBSERVATION_LENGTH, TEXT_CHARSET, text_space
 from xpgym.core.multiagent import AgentID, MultiAgentEnv
+from xpgym.core.optional import import_optional
 from xpgym.core.registry import make
+
+gymnasium = import_optional(
+    "gymnasium", needed_by="xpgym.compat.pettingzoo", install='pip install "xpgym[compat]"'
+)
+pettingzoo = import_optional(
+    "pettingzoo", needed_by="xpgym.compat.pettingzoo", install='pip install "xpgym[compat]"'
+)
+AECEnv, ParallelEnv = pettingzoo.AECEnv, pettingzoo.ParallelEnv
 
 __all__ = ["TextObservation", "XpgymToAEC", "XpgymToParallel", "to_pettingzoo"]
 
