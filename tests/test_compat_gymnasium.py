@@ -44,7 +44,7 @@ def _single_agent_ids() -> list[Any]:
         if _is_multiagent(env_id):
             continue
         if xpgym.spec(env_id).requires_download:
-            reason = "downloads its dataset (needs the network)"
+            reason = f"{env_id} downloads its dataset (needs the network)"
             params.append(pytest.param(env_id, marks=pytest.mark.skip(reason=reason)))
         else:
             params.append(env_id)
