@@ -20,13 +20,13 @@ from xpgym.core.registry import load_entry_point
 gymnasium = pytest.importorskip("gymnasium", reason="the bridge needs gymnasium (xpgym[compat])")
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env  # noqa: E402
 
+from xpgym.compat.common import TEXT_CHARSET  # noqa: E402
 from xpgym.compat.gymnasium import (  # noqa: E402
     XpgymToGymnasium,
     from_gymnasium,
     gymnasium_id,
     register_gymnasium_envs,
 )
-from xpgym.compat.spaces import TEXT_CHARSET  # noqa: E402
 
 # A text env has no frame rate; Gymnasium's render check warns about that for every env.
 RENDER_FPS_WARNING = "No render fps was declared"

@@ -2,7 +2,7 @@
 
 * `XpgymToGymnasium` (or ``gymnasium.make(gymnasium_id(<id>))``): an xpgym `Env` as a
   `gymnasium.Env` with `gymnasium.spaces.Text` observation and action spaces
-  (`xpgym.compat.spaces`). `reset(seed=...)`, `terminated`/`truncated` and `info` are the
+  (`xpgym.compat.common`). `reset(seed=...)`, `terminated`/`truncated` and `info` are the
   xpgym env's, unchanged; the bridge's `np_random` *is* the xpgym env's generator.
 * `GymnasiumToXpgym` (`from_gymnasium`): a `gymnasium.Env` whose observations and actions are
   `str` as an xpgym `Env`.
@@ -24,11 +24,17 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.compat.spaces import MAX_ACTION_LENGTH, MAX_OBSERVATION_LENGTH, TEXT_CHARSET, text_space
+from xpgym.compat.common import (
+    MAX_ACTION_LENGTH,
+    MAX_OBSERVATION_LENGTH,
+    TEXT_CHARSET,
+    bridged_env,
+    text_space,
+)
 from xpgym.core.env import Env
 from xpgym.core.multiagent import MultiAgentEnv
 from xpgym.core.optional import import_optional
-from xpgym.core.registry import list_envs, make
+from xpgym.core.registry import list_envs
 
 gymnasium = import_optional(
     "gymnasium", needed_by="xpgym.compat.gymnasium", install='pip install "xpgym[compat]"'
@@ -63,7 +69,7 @@ class XpgymToGymnasium(gymnasium.Env[str, str]):
 
     `reset` and `step` are the xpgym env's, with `reward` a `float` and the flags `bool`s.
     Observations and actions are `str`; the spaces are `Text` spaces of `charset` up to the
-    given lengths (text outside them is passed through, see `xpgym.compat.spaces`).
+    given lengths (text outside them is passed through, see `xpgym.compat.common`).
     Randomness: `np_random` is the xpgym env's own generator, so ``reset(seed=s)`` gives the
     xpgym episode of seed `s`. ``render_mode="ansi"`` makes `render()` return the last
     observation.
@@ -94,13 +100,7 @@ class XpgymToGymnasium(gymnasium.Env[str, str]):
         max_action_length: int = MAX_ACTION_LENGTH,
         **make_kwargs: Any,
     ) -> None:
-        if isinstance(env, str):
-            env = make(env, **make_kwargs)
-        elif make_kwargs:
-            raise TypeError(
-                f"keyword arguments {sorted(make_kwargs)} are for xpgym.make; "
-                "pass an env id, not an env instance, to use them"
-            )
+        env = bridged_env(env, make_kwargs)
         if isinstance(env, MultiAgentEnv):
             raise TypeError(
                 f"{env} is a MultiAgentEnv; bridge it with xpgym.compat.pettingzoo.to_pettingzoo"

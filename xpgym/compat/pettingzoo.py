@@ -7,7 +7,7 @@
 * `to_pettingzoo(env)` picks the one that matches the env's mode.
 
 Observations and actions are `str`, every agent's spaces are `Text` spaces
-(`xpgym.compat.spaces`). For the other pairings use PettingZoo's own converters on these
+(`xpgym.compat.common`). For the other pairings use PettingZoo's own converters on these
 (`pettingzoo.utils.conversions.parallel_to_aec` makes an AEC env of a parallel one).
 """
 
@@ -17,10 +17,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.compat.spaces import MAX_ACTION_LENGTH, MAX_OBSERVATION_LENGTH, TEXT_CHARSET, text_space
+from xpgym.compat.common import (
+    MAX_ACTION_LENGTH,
+    MAX_OBSERVATION_LENGTH,
+    TEXT_CHARSET,
+    bridged_env,
+    text_space,
+)
 from xpgym.core.multiagent import AgentID, MultiAgentEnv
 from xpgym.core.optional import import_optional
-from xpgym.core.registry import make
 
 gymnasium = import_optional(
     "gymnasium", needed_by="xpgym.compat.pettingzoo", install='pip install "xpgym[compat]"'
@@ -50,44 +55,74 @@ def _text_observations(observations: dict[AgentID, str]) -> dict[AgentID, TextOb
     return {agent: TextObservation(text) for agent, text in observations.items()}
 
 
-def _agent_spaces(
-    agents: list[AgentID], charset: str, max_observation_length: int, max_action_length: int
-) -> tuple[dict[AgentID, gymnasium.spaces.Text], dict[AgentID, gymnasium.spaces.Text]]:
-    """Each agent's observation and action `Text` spaces. The bridges keep these dicts for
-    their whole life: PettingZoo requires ``env.action_space(a) is env.action_space(a)`` so
-    that seeding a space sticks."""
-    return (
-        {agent: text_space(max_observation_length, charset) for agent in agents},
-        {agent: text_space(max_action_length, charset) for agent in agents},
-    )
+class _MultiAgentBridge:
+    """What both PettingZoo bridges share: the xpgym env, its agents and their spaces.
+
+    Each agent has one observation and one action `Text` space for the bridge's whole life:
+    PettingZoo requires ``env.action_space(a) is env.action_space(a)`` so that seeding a
+    space sticks. A subclass sets `_mode`, the xpgym mode it bridges.
+
+    Args:
+        env: A `MultiAgentEnv` in the subclass's mode, or a registered id to `xpgym.make`.
+        charset, max_observation_length, max_action_length: The spaces, as in
+            `xpgym.compat.gymnasium.XpgymToGymnasium`.
+        **make_kwargs: Keyword arguments for `xpgym.make` when `env` is an id.
+
+    Raises:
+        TypeError: `env` is not a `MultiAgentEnv` (or an id of one).
+        ValueError: `env` is in the other mode (the error names the other bridge).
+    """
+
+    _mode: ClassVar[str]
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
+
+    def __init__(
+        self,
+        env: MultiAgentEnv | str,
+        *,
+        charset: str = TEXT_CHARSET,
+        max_observation_length: int = MAX_OBSERVATION_LENGTH,
+        max_action_length: int = MAX_ACTION_LENGTH,
+        **make_kwargs: Any,
+    ) -> None:
+        env = bridged_env(env, make_kwargs)
+        if not isinstance(env, MultiAgentEnv):
+            raise TypeError(
+                f"PettingZoo bridges need an xpgym MultiAgentEnv, got {env!r:.80}; a "
+                "single-agent Env goes through xpgym.compat.gymnasium"
+            )
+        if env.mode != self._mode:
+            other = "XpgymToParallel" if self._mode == "sequential" else "XpgymToAEC"
+            raise ValueError(
+                f"{env} is in {env.mode!r} mode; bridge it with {other} (or to_pettingzoo), "
+                "then convert with pettingzoo.utils.conversions if you need the other API"
+            )
+        self.xpgym_env = env
+        self.possible_agents = list(env.possible_agents)
+        self.agents: list[AgentID] = []
+        self.render_mode = None
+        self.observation_spaces = {
+            agent: text_space(max_observation_length, charset) for agent in self.possible_agents
+        }
+        self.action_spaces = {
+            agent: text_space(max_action_length, charset) for agent in self.possible_agents
+        }
+
+    def observation_space(self, agent: AgentID) -> gymnasium.spaces.Text:
+        return self.observation_spaces[agent]
+
+    def action_space(self, agent: AgentID) -> gymnasium.spaces.Text:
+        return self.action_spaces[agent]
+
+    def close(self) -> None:
+        """Close the xpgym env (idempotent)."""
+        self.xpgym_env.close()
+
+    def __str__(self) -> str:
+        return f"<{type(self).__name__}{self.xpgym_env}>"
 
 
-def _multiagent_env(
-    env: MultiAgentEnv | str, mode: str, make_kwargs: dict[str, Any]
-) -> MultiAgentEnv:
-    """`env` made from its id if need be, checked to be a `MultiAgentEnv` in `mode`."""
-    if isinstance(env, str):
-        env = make(env, **make_kwargs)
-    elif make_kwargs:
-        raise TypeError(
-            f"keyword arguments {sorted(make_kwargs)} are for xpgym.make; "
-            "pass an env id, not an env instance, to use them"
-        )
-    if not isinstance(env, MultiAgentEnv):
-        raise TypeError(
-            f"PettingZoo bridges need an xpgym MultiAgentEnv, got {env!r:.80}; a single-agent "
-            "Env goes through xpgym.compat.gymnasium"
-        )
-    if env.mode != mode:
-        other = "XpgymToParallel" if mode == "sequential" else "XpgymToAEC"
-        raise ValueError(
-            f"{env} is in {env.mode!r} mode; bridge it with {other} (or to_pettingzoo), then "
-            "convert with pettingzoo.utils.conversions if you need the other API"
-        )
-    return env
-
-
-class XpgymToAEC(AECEnv[AgentID, str, str]):
+class XpgymToAEC(_MultiAgentBridge, AECEnv[AgentID, str, str]):
     """A sequential-mode xpgym `MultiAgentEnv` as a PettingZoo `AECEnv`.
 
     PettingZoo's AEC bookkeeping is kept here, over the xpgym env's dicts:
@@ -101,43 +136,12 @@ class XpgymToAEC(AECEnv[AgentID, str, str]):
     * `observe(agent)` is the text the xpgym env returned to `agent` last, as a
       `TextObservation` (a `str`).
 
-    Args:
-        env: A sequential-mode `MultiAgentEnv`, or a registered id to `xpgym.make`.
-        charset, max_observation_length, max_action_length: The spaces, as in
-            `xpgym.compat.gymnasium.XpgymToGymnasium`.
-        **make_kwargs: Keyword arguments for `xpgym.make` when `env` is an id.
-
-    Raises:
-        TypeError: `env` is not a `MultiAgentEnv` (or an id of one).
-        ValueError: `env` is in parallel mode (use `XpgymToParallel`).
+    Arguments and errors: `_MultiAgentBridge` (a parallel-mode env raises `ValueError`).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": [], "is_parallelizable": False}
+    _mode = "sequential"
 
-    def __init__(
-        self,
-        env: MultiAgentEnv | str,
-        *,
-        charset: str = TEXT_CHARSET,
-        max_observation_length: int = MAX_OBSERVATION_LENGTH,
-        max_action_length: int = MAX_ACTION_LENGTH,
-        **make_kwargs: Any,
-    ) -> None:
-        super().__init__()
-        self.xpgym_env = _multiagent_env(env, "sequential", make_kwargs)
-        self.possible_agents = list(self.xpgym_env.possible_agents)
-        self.agents = []
-        self.render_mode = None
-        self.observation_spaces, self.action_spaces = _agent_spaces(
-            self.possible_agents, charset, max_observation_length, max_action_length
-        )
-        self._observations: dict[AgentID, str] = {}
-
-    def observation_space(self, agent: AgentID) -> gymnasium.spaces.Text:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: AgentID) -> gymnasium.spaces.Text:
-        return self.action_spaces[agent]
+    _observations: dict[AgentID, str]
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         """Start an episode: the xpgym env's ``reset(seed=seed, options=options)``."""
@@ -175,56 +179,18 @@ class XpgymToAEC(AECEnv[AgentID, str, str]):
         self._accumulate_rewards()
         self._deads_step_first()
 
-    def close(self) -> None:
-        """Close the xpgym env (idempotent)."""
-        self.xpgym_env.close()
 
-    def __str__(self) -> str:
-        return f"<XpgymToAEC{self.xpgym_env}>"
-
-
-class XpgymToParallel(ParallelEnv[AgentID, str, str]):
+class XpgymToParallel(_MultiAgentBridge, ParallelEnv[AgentID, str, str]):
     """A parallel-mode xpgym `MultiAgentEnv` as a PettingZoo `ParallelEnv`.
 
     `reset` and `step` are the xpgym env's own (dicts keyed by agent id, `step` keyed by every
     agent live when it began; observations as `TextObservation`s); `agents` is the xpgym
     env's live agents after each call.
 
-    Args:
-        env: A parallel-mode `MultiAgentEnv`, or a registered id to `xpgym.make`.
-        charset, max_observation_length, max_action_length: The spaces, as in
-            `xpgym.compat.gymnasium.XpgymToGymnasium`.
-        **make_kwargs: Keyword arguments for `xpgym.make` when `env` is an id.
-
-    Raises:
-        TypeError: `env` is not a `MultiAgentEnv` (or an id of one).
-        ValueError: `env` is in sequential mode (use `XpgymToAEC`).
+    Arguments and errors: `_MultiAgentBridge` (a sequential-mode env raises `ValueError`).
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": []}
-
-    def __init__(
-        self,
-        env: MultiAgentEnv | str,
-        *,
-        charset: str = TEXT_CHARSET,
-        max_observation_length: int = MAX_OBSERVATION_LENGTH,
-        max_action_length: int = MAX_ACTION_LENGTH,
-        **make_kwargs: Any,
-    ) -> None:
-        self.xpgym_env = _multiagent_env(env, "parallel", make_kwargs)
-        self.possible_agents = list(self.xpgym_env.possible_agents)
-        self.agents = []
-        self.render_mode = None
-        self.observation_spaces, self.action_spaces = _agent_spaces(
-            self.possible_agents, charset, max_observation_length, max_action_length
-        )
-
-    def observation_space(self, agent: AgentID) -> gymnasium.spaces.Text:
-        return self.observation_spaces[agent]
-
-    def action_space(self, agent: AgentID) -> gymnasium.spaces.Text:
-        return self.action_spaces[agent]
+    _mode = "parallel"
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
@@ -248,13 +214,6 @@ class XpgymToParallel(ParallelEnv[AgentID, str, str]):
         self.agents = list(self.xpgym_env.agents)
         return _text_observations(observations), rewards, terminations, truncations, infos
 
-    def close(self) -> None:
-        """Close the xpgym env (idempotent)."""
-        self.xpgym_env.close()
-
-    def __str__(self) -> str:
-        return f"<XpgymToParallel{self.xpgym_env}>"
-
 
 def to_pettingzoo(
     env: MultiAgentEnv | str,
@@ -269,14 +228,11 @@ def to_pettingzoo(
 
     The keyword arguments are those of the two bridges.
     """
-    if isinstance(env, str):
-        env = make(env, **make_kwargs)
-        make_kwargs = {}
+    env = bridged_env(env, make_kwargs)
     bridge = XpgymToParallel if getattr(env, "mode", None) == "parallel" else XpgymToAEC
     return bridge(
         env,
         charset=charset,
         max_observation_length=max_observation_length,
         max_action_length=max_action_length,
-        **make_kwargs,
     )

@@ -1,4 +1,6 @@
-"""The `gymnasium.spaces.Text` spaces the bridges give xpgym's text observations and actions.
+"""What the bridges share: the env they bridge (`bridged_env`) and its text spaces.
+
+`gymnasium.spaces.Text` spaces for xpgym's text observations and actions:
 
 A `Text` space is a character set and a length range. xpgym's text is unbounded Unicode,
 which no practical `Text` space covers (a set of every code point costs ~150 MB per space and
@@ -15,12 +17,22 @@ import copy
 import functools
 import string
 import unicodedata
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from xpgym.core.registry import make
 
 if TYPE_CHECKING:
     from gymnasium.spaces import Text
 
-__all__ = ["MAX_ACTION_LENGTH", "MAX_OBSERVATION_LENGTH", "TEXT_CHARSET", "text_space"]
+    from xpgym.core.env import EnvCore
+
+__all__ = [
+    "MAX_ACTION_LENGTH",
+    "MAX_OBSERVATION_LENGTH",
+    "TEXT_CHARSET",
+    "bridged_env",
+    "text_space",
+]
 
 _UNICODE_BLOCKS = (
     (0x00A0, 0x0370),  # Latin-1 supplement, Latin extended A/B, IPA, combining accents
@@ -69,3 +81,19 @@ def _prototype(max_length: int, charset: str) -> Text:
     from gymnasium.spaces import Text
 
     return Text(max_length, min_length=0, charset=charset)
+
+
+def bridged_env(env: EnvCore | str, make_kwargs: dict[str, Any]) -> EnvCore:
+    """`env`, or the env `xpgym.make(env, **make_kwargs)` builds when `env` is an id.
+
+    Raises:
+        TypeError: `make_kwargs` are given with an env instance (they would be ignored).
+    """
+    if isinstance(env, str):
+        return make(env, **make_kwargs)
+    if make_kwargs:
+        raise TypeError(
+            f"keyword arguments {sorted(make_kwargs)} are for xpgym.make; "
+            "pass an env id, not an env instance, to use them"
+        )
+    return env
