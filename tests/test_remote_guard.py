@@ -13,6 +13,8 @@ import json
 import logging
 import pickle
 import threading
+import time
+import types
 import urllib.parse
 import uuid
 from collections import Counter
@@ -24,6 +26,7 @@ import pytest
 from hang_guard import HANG_GUARD_S, wait_until
 
 import xpgym
+import xpgym.remote.client
 from xpgym.__main__ import main
 from xpgym.remote import BackgroundServer, RemoteEnv, RemoteEnvError
 from xpgym.remote.guard import RateLimiter, bearer_token_matches, check_bind, is_loopback
@@ -349,6 +352,27 @@ def test_the_rate_limit_answers_429_with_retry_after_per_client():
         clock.now += 2.0
         assert call(srv.url, "GET", "/health").status == 200
         assert call(srv.url, "GET", "/health").status == 429
+
+
+def test_the_client_waits_out_the_rate_limit_instead_of_failing(monkeypatch):
+    """`RemoteEnv` sleeps ``Retry-After`` and retries; its sleep here advances the fake clock."""
+    clock = FakeClock()
+    waits: list[float] = []
+
+    def fake_sleep(seconds: float) -> None:
+        waits.append(seconds)
+        clock.now += seconds
+
+    fake_time = types.SimpleNamespace(sleep=fake_sleep, monotonic=time.monotonic)
+    monkeypatch.setattr(xpgym.remote.client, "time", fake_time)
+    with BackgroundServer(["game:*"], rate_limit=0.5, rate_burst=1, clock=clock) as srv:
+        with RemoteEnv(srv.url, GUESS) as env:
+            assert transcript(env, 5) == transcript(xpgym.make(GUESS), 5)
+        assert waits == [2.0] * 4  # create took the burst; reset and 3 steps waited once each
+        with RemoteEnv(srv.url, GUESS, max_retries=0) as impatient:
+            with pytest.raises(RemoteEnvError, match="RateLimited") as info:
+                impatient.reset(seed=0)
+            assert info.value.status == 429
 
 
 # -- the serve command ----------------------------------------------------------------------

@@ -17,7 +17,10 @@ Failure contract (never a hang; every request has a socket timeout):
 * Retries: transport errors (refused, reset, closed connection) are retried up to
   ``max_retries`` times with a short backoff for every operation. That is safe for `step`
   because each step carries a sequence number and the server answers a repeated number
-  with the cached result instead of stepping twice. Timeouts are never retried.
+  with the cached result instead of stepping twice. Timeouts are never retried. A request
+  refused by the server's rate limit (429 with ``Retry-After``; it never reached the env)
+  is sent again after ``Retry-After`` seconds, within the same ``max_retries``, unless that
+  wait is longer than ``timeout``.
 
 Authentication: with ``token=...`` (or ``XPGYM_SERVER_TOKEN`` in the environment when
 ``token`` is not given) every request carries ``Authorization: Bearer <token>``. The token
@@ -147,7 +150,8 @@ class RemoteEnv(Env[str]):
         timeout: Seconds each request may wait for the server (socket timeout), including
             the env call itself: set it above your env's slowest step.
         connect_timeout: Seconds to open a connection.
-        max_retries: Retries after transport errors (not after timeouts).
+        max_retries: Retries after transport errors (not after timeouts) and after the
+            server's rate limit refused a request.
         token: The server's bearer token (default: ``XPGYM_SERVER_TOKEN`` if set, else none).
         **env_kwargs: Keyword arguments for the env on the server (must be JSON).
 
@@ -350,7 +354,11 @@ class RemoteEnv(Env[str]):
                 status = response.status
                 if response.will_close:
                     self._disconnect()
-                break
+                wait = _retry_after(status, response.getheader("Retry-After"))
+                if wait is None or wait > self.timeout or attempt == retries:
+                    break
+                logger.info("%s rate-limited this client; retrying in %g s", self.url, wait)
+                time.sleep(wait)
             except TimeoutError as exc:
                 self._disconnect()
                 raise RemoteEnvError(
@@ -388,6 +396,16 @@ class RemoteEnv(Env[str]):
                 remote_traceback=str(err.get("traceback") or ""),
             )
         return reply
+
+
+def _retry_after(status: int, header: str | None) -> float | None:
+    """Seconds to wait before retrying a rate-limited (429 with ``Retry-After``) request."""
+    if status != 429 or header is None:
+        return None  # a 429 without Retry-After (the session limit) is not about time
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        return None
 
 
 def _error_info(exc: RemoteEnvError) -> dict[str, Any]:
