@@ -179,6 +179,7 @@ def test_the_client_sends_the_token_through_make_and_never_shows_it(server):
             assert TOKEN not in text
         copy = pickle.loads(pickle.dumps(env))  # e.g. into a ProcessVectorEnv worker
         with copy:
+            assert copy.spec.id == remote_id
             assert copy.reset(seed=1) == xpgym.make(GUESS).reset(seed=1)
 
 
@@ -230,6 +231,7 @@ def test_fields_of_the_wrong_type_are_422_naming_the_field(server):
 def test_malformed_bodies_and_lifecycle_errors_keep_their_codes(server):
     assert call(server.url, "POST", "/sessions", raw=b"{not json").status == 400
     assert call(server.url, "POST", "/sessions", [GUESS]).status == 400
+    assert call(server.url, "POST", "/sessions", raw=b"[" * 100_000).status == 400  # deep
     assert create(server.url, "game:Wordle-v0").status == 403
     unknown = create(server.url, "game:GuessTheNumber-v9")
     assert (unknown.status, unknown.body["error"]["type"]) == (404, "UnknownEnvError")

@@ -640,7 +640,7 @@ async def _json_body(request: Request) -> dict[str, Any]:
         return {}
     try:
         body = json.loads(raw)
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
         raise _HTTPError(400, "BadRequest", f"request body is not JSON: {exc}") from exc
     if not isinstance(body, dict):
         raise _HTTPError(400, "BadRequest", "request body must be a JSON object")
