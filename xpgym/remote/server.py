@@ -274,7 +274,7 @@ class EnvServer:
         self.max_body_bytes = max_body_bytes
         self.max_action_chars = max_action_chars
         self.max_sessions_per_client = max_sessions_per_client or max_sessions
-        self.limiter = (
+        self.rate_limiter = (
             RateLimiter(rate_limit, rate_burst or max(1, math.ceil(2 * rate_limit)), clock=clock)
             if rate_limit
             else None
@@ -309,15 +309,15 @@ class EnvServer:
                 "(RemoteEnv(token=...) or XPGYM_SERVER_TOKEN on the client)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if self.limiter is not None:
-            wait = self.limiter.acquire(_client_of(scope))
+        if self.rate_limiter is not None:
+            wait = self.rate_limiter.acquire(_client_of(scope))
             if wait:
                 retry_after = max(1, math.ceil(wait))
                 raise _HTTPError(
                     429,
                     "RateLimited",
-                    f"more than {self.limiter.rate:g} requests/s (bursts of "
-                    f"{self.limiter.burst}) from {_client_of(scope)}; retry after "
+                    f"more than {self.rate_limiter.rate:g} requests/s (bursts of "
+                    f"{self.rate_limiter.burst}) from {_client_of(scope)}; retry after "
                     f"{retry_after} s, or start the server with a larger --rate-limit",
                     headers={"Retry-After": str(retry_after)},
                 )
@@ -375,8 +375,8 @@ class EnvServer:
                 if session.in_flight == 0 and session.last_used < deadline:
                     logger.info("closing idle session %s (%s)", session.id, session.env_id)
                     await self._close_session(session)
-            if self.limiter is not None:
-                self.limiter.prune()
+            if self.rate_limiter is not None:
+                self.rate_limiter.prune()
 
     async def _close_session(self, session: _Session) -> None:
         self.sessions.pop(session.id, None)
@@ -430,7 +430,7 @@ class EnvServer:
 
     # -- handlers ------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
-        limiter = self.limiter
+        limiter = self.rate_limiter
         return JSONResponse(
             {
                 "status": "ok",
