@@ -2,7 +2,7 @@
 
 Commands:
     list [PATTERN] [--json]   Registered env ids with description and entry point.
-    serve --env GLOB [--port N] ...
+    serve --env GLOB [--port N] [--token T] ...
                               Serve envs over HTTP (see `xpgym.remote.server`).
     eval --env GLOB --model SPEC [--episodes N] [--samples K] ...
                               Evaluate a model on envs (see `xpgym.eval`, docs/eval.md).
@@ -16,11 +16,13 @@ import argparse
 import importlib
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 
 from xpgym.envs.catalogue import DOWNLOAD_NOTE, EnvRow, env_rows
+from xpgym.remote.guard import MAX_ACTION_CHARS, MAX_BODY_BYTES, RATE_LIMIT
 
 __all__ = ["build_parser", "main"]
 
@@ -86,6 +88,45 @@ def _add_serve_parser(commands: argparse._SubParsersAction) -> None:
     )
     serving.add_argument(
         "--threads", type=int, default=None, help="threads for env calls (default: max sessions)"
+    )
+    serving.add_argument(
+        "--token",
+        default=None,
+        help="bearer token every request must carry (default: $XPGYM_SERVER_TOKEN; prefer the "
+        "variable: other users can read command lines). Without one the server only binds "
+        "to loopback",
+    )
+    serving.add_argument(
+        "--max-sessions-per-client",
+        type=int,
+        default=None,
+        help="open sessions one client (remote address) may hold; more get 429 (default: "
+        "--max-sessions)",
+    )
+    serving.add_argument(
+        "--rate-limit",
+        type=float,
+        default=RATE_LIMIT,
+        help="requests per second one client may make on average; more get 429 with "
+        "Retry-After; 0 turns it off (default %(default)g)",
+    )
+    serving.add_argument(
+        "--rate-burst",
+        type=int,
+        default=None,
+        help="requests one client may make at once (default: 2 x --rate-limit)",
+    )
+    serving.add_argument(
+        "--max-body-bytes",
+        type=int,
+        default=MAX_BODY_BYTES,
+        help="largest request body in bytes; larger get 413 (default %(default)s = 8 MiB)",
+    )
+    serving.add_argument(
+        "--max-action-chars",
+        type=int,
+        default=MAX_ACTION_CHARS,
+        help="longest step action in characters; longer get 413 (default %(default)s)",
     )
     serving.add_argument(
         "--import",
@@ -207,14 +248,23 @@ def _list_command(args: argparse.Namespace) -> int:
 
 
 def _serve_command(args: argparse.Namespace) -> int:
+    from xpgym.remote import TOKEN_ENV
+    from xpgym.remote.guard import check_bind
     from xpgym.remote.server import serve  # needs starlette + uvicorn: import on use
 
+    token = args.token or os.environ.get(TOKEN_ENV) or None
+    try:
+        check_bind(args.host, token)
+    except ValueError as exc:
+        sys.stderr.write(f"xpgym serve: error: {exc}\n")
+        return 2
     logging.basicConfig(level=args.log_level.upper(), format="%(levelname)s %(name)s: %(message)s")
     for module in args.imports:
         importlib.import_module(module)
     sys.stderr.write(
         f"serving {', '.join(args.env)} on http://{args.host}:{args.port} "
-        f"(max {args.max_sessions} sessions, idle timeout {args.idle_timeout:g} s)\n"
+        f"(max {args.max_sessions} sessions, idle timeout {args.idle_timeout:g} s, "
+        f"{'bearer token required' if token else 'no token: loopback only'})\n"
     )
     serve(
         args.env,
@@ -224,6 +274,12 @@ def _serve_command(args: argparse.Namespace) -> int:
         max_sessions=args.max_sessions,
         idle_timeout=args.idle_timeout,
         threads=args.threads,
+        token=token,
+        max_sessions_per_client=args.max_sessions_per_client,
+        rate_limit=args.rate_limit,
+        rate_burst=args.rate_burst,
+        max_body_bytes=args.max_body_bytes,
+        max_action_chars=args.max_action_chars,
     )
     return 0
 

@@ -1,9 +1,11 @@
 """Remote envs: serve xpgym envs over HTTP and use them through the `Env` API.
 
 * Server: ``python -m xpgym serve --env 'game:*' --port 8000`` (or `serve`, `create_app`,
-  `BackgroundServer`); the protocol is documented in `xpgym.remote.server`.
+  `BackgroundServer`); the protocol is documented in `xpgym.remote.server`, who gets in and
+  how much in `xpgym.remote.guard`.
 * Client: ``xpgym.make("remote:http://127.0.0.1:8000/game:GuessTheNumber-v0")`` or
-  `RemoteEnv` directly; failure handling is documented in `xpgym.remote.client`.
+  `RemoteEnv` directly; failure handling is documented in `xpgym.remote.client`. Both ends
+  read the bearer token from ``XPGYM_SERVER_TOKEN`` (`TOKEN_ENV`).
 
 The ``remote:`` ids are this package's id scheme: `register_remote_scheme` hands them to
 `remote_spec` through `xpgym.core.registry.register_scheme`, and `import xpgym` calls it, so
@@ -20,6 +22,7 @@ from xpgym.core.registry import register_scheme
 
 __all__ = [
     "SCHEME",
+    "TOKEN_ENV",
     "BackgroundServer",
     "EnvServer",
     "RemoteEnv",
@@ -33,6 +36,10 @@ __all__ = [
 
 SCHEME = "remote"
 """Remote ids are ``"remote:<server url>/<env id>"``."""
+
+TOKEN_ENV = "XPGYM_SERVER_TOKEN"
+"""Environment variable with the server's bearer token, read by the ``serve`` command and by
+`RemoteEnv` when no ``token=`` is given."""
 
 # Name -> module, imported on first attribute access.
 _LAZY = {

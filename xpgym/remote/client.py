@@ -17,20 +17,31 @@ Failure contract (never a hang; every request has a socket timeout):
 * Retries: transport errors (refused, reset, closed connection) are retried up to
   ``max_retries`` times with a short backoff for every operation. That is safe for `step`
   because each step carries a sequence number and the server answers a repeated number
-  with the cached result instead of stepping twice. Timeouts are never retried.
+  with the cached result instead of stepping twice. Timeouts are never retried. A request
+  refused by the server's rate limit (429 with ``Retry-After``; it never reached the env)
+  is sent again after ``Retry-After`` seconds, within the same ``max_retries``, unless that
+  wait is longer than ``timeout``.
 
-Pickling keeps only the URL, env id, options and env kwargs: the copy opens its own
-connection and session lazily and must be `reset` before stepping (so a `RemoteEnv` works
-in `ProcessVectorEnv`). One `RemoteEnv` holds one connection and is safe to call from any
-thread, one call at a time (calls are serialised by a lock).
+Authentication: with ``token=...`` (or ``XPGYM_SERVER_TOKEN`` in the environment when
+``token`` is not given) every request carries ``Authorization: Bearer <token>``. The token
+never appears in reprs, logs or error messages: ``env.spec.kwargs["token"]`` (set by
+``make("remote:...", token=...)``) is a `SecretStr` whose repr is masked. A server that
+refuses the token answers 401: `RemoteEnvError` with ``status == 401``.
+
+Pickling keeps only the URL, env id, options (the token included) and env kwargs: the copy
+opens its own connection and session lazily and must be `reset` before stepping (so a
+`RemoteEnv` works in `ProcessVectorEnv`). One `RemoteEnv` holds one connection and is safe
+to call from any thread, one call at a time (calls are serialised by a lock).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import http.client
 import json
 import logging
+import os
 import threading
 import time
 import urllib.parse
@@ -38,15 +49,32 @@ from typing import Any
 
 from xpgym.core.env import Env
 from xpgym.core.registry import EnvSpec
-from xpgym.remote import SCHEME
+from xpgym.remote import SCHEME, TOKEN_ENV
 
-__all__ = ["CLIENT_OPTIONS", "RemoteEnv", "RemoteEnvError", "parse_remote_id", "remote_spec"]
+__all__ = [
+    "CLIENT_OPTIONS",
+    "RemoteEnv",
+    "RemoteEnvError",
+    "SecretStr",
+    "parse_remote_id",
+    "remote_spec",
+]
 
 logger = logging.getLogger(__name__)
 
 REMOTE_PREFIX = f"{SCHEME}:"
-CLIENT_OPTIONS = ("timeout", "connect_timeout", "max_retries")
+CLIENT_OPTIONS = ("timeout", "connect_timeout", "max_retries", "token")
 """Keyword arguments of ``make("remote:...")`` that configure the client, not the env."""
+
+
+class SecretStr(str):
+    """A string whose repr is masked (``'***'``), for the bearer token in specs and state.
+
+    It is still the token wherever a string is used (headers, comparisons, pickling).
+    """
+
+    def __repr__(self) -> str:
+        return "'***'"
 
 
 class RemoteEnvError(RuntimeError):
@@ -84,6 +112,11 @@ def parse_remote_id(remote_id: str) -> tuple[str, str]:
         raise ValueError(f"{remote_id!r} is not a remote id ('remote:<url>/<env id>')")
     url, _, env_id = remote_id[len(REMOTE_PREFIX) :].rpartition("/")
     parts = urllib.parse.urlsplit(url)
+    if "@" in parts.netloc:
+        raise ValueError(
+            "remote ids must not carry credentials (they show up in logs and reprs): pass "
+            "token=... to make()/RemoteEnv or set XPGYM_SERVER_TOKEN"
+        )
     if parts.scheme not in ("http", "https") or not parts.hostname or not env_id:
         raise ValueError(
             f"remote id {remote_id!r} must look like 'remote:http://HOST:PORT/<env id>', "
@@ -117,7 +150,9 @@ class RemoteEnv(Env[str]):
         timeout: Seconds each request may wait for the server (socket timeout), including
             the env call itself: set it above your env's slowest step.
         connect_timeout: Seconds to open a connection.
-        max_retries: Retries after transport errors (not after timeouts).
+        max_retries: Retries after transport errors (not after timeouts) and after the
+            server's rate limit refused a request.
+        token: The server's bearer token (default: ``XPGYM_SERVER_TOKEN`` if set, else none).
         **env_kwargs: Keyword arguments for the env on the server (must be JSON).
 
     Attributes:
@@ -132,6 +167,7 @@ class RemoteEnv(Env[str]):
         timeout: float = 60.0,
         connect_timeout: float = 10.0,
         max_retries: int = 2,
+        token: str | None = None,
         **env_kwargs: Any,
     ) -> None:
         parts = urllib.parse.urlsplit(url.rstrip("/"))
@@ -142,6 +178,8 @@ class RemoteEnv(Env[str]):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_retries = max_retries
+        token = token or os.environ.get(TOKEN_ENV) or None
+        self.token = None if token is None else SecretStr(token)
         self.env_kwargs = env_kwargs
         self.session_id: str | None = None
         self._parts = parts
@@ -155,15 +193,27 @@ class RemoteEnv(Env[str]):
 
     # -- pickling ------------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        keep = ("url", "env_id", "timeout", "connect_timeout", "max_retries", "env_kwargs", "spec")
+        keep = ("url", "env_id", *CLIENT_OPTIONS, "env_kwargs", "_spec")
         return {k: self.__dict__[k] for k in keep if k in self.__dict__}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        spec = state.pop("spec", None)
+        spec = state.pop("_spec", None)
         kwargs = state.pop("env_kwargs")
         self.__init__(**state, **kwargs)  # type: ignore[misc]
         if spec is not None:
             self.spec = spec
+
+    @property
+    def spec(self) -> EnvSpec | None:  # type: ignore[override]
+        """The spec `make` built this env from; a ``token`` in its kwargs is a `SecretStr`."""
+        return self.__dict__.get("_spec")
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and isinstance(value.kwargs.get("token"), str):
+            kwargs = {**value.kwargs, "token": SecretStr(value.kwargs["token"])}
+            value = dataclasses.replace(value, kwargs=kwargs)
+        self._spec = value
 
     # -- Env API -------------------------------------------------------------------------
     def reset(
@@ -291,6 +341,8 @@ class RemoteEnv(Env[str]):
         retries = self.max_retries if retries is None else retries
         data = None if body is None else json.dumps(body).encode()
         headers = {"Content-Type": "application/json"} if data is not None else {}
+        if self.token is not None:
+            headers["Authorization"] = f"Bearer {self.token}"
         full_path = self._parts.path + path
         for attempt in range(retries + 1):
             try:
@@ -302,7 +354,11 @@ class RemoteEnv(Env[str]):
                 status = response.status
                 if response.will_close:
                     self._disconnect()
-                break
+                wait = _retry_after(status, response.getheader("Retry-After"))
+                if wait is None or wait > self.timeout or attempt == retries:
+                    break
+                logger.info("%s rate-limited this client; retrying in %g s", self.url, wait)
+                time.sleep(wait)
             except TimeoutError as exc:
                 self._disconnect()
                 raise RemoteEnvError(
@@ -340,6 +396,16 @@ class RemoteEnv(Env[str]):
                 remote_traceback=str(err.get("traceback") or ""),
             )
         return reply
+
+
+def _retry_after(status: int, header: str | None) -> float | None:
+    """Seconds to wait before retrying a rate-limited (429 with ``Retry-After``) request."""
+    if status != 429 or header is None:
+        return None  # a 429 without Retry-After (the session limit) is not about time
+    try:
+        return max(0.0, float(header))
+    except ValueError:
+        return None
 
 
 def _error_info(exc: RemoteEnvError) -> dict[str, Any]:
