@@ -1,0 +1,222 @@
+"""The trajectory viewer in a real headless browser: Debian's chromium and chromedriver,
+driven with selenium (``bash scripts/setup.sh`` installs all three).
+
+Selenium is pointed at /usr/bin/chromedriver and runs offline (``SE_OFFLINE``): it never
+downloads a driver or a browser. The screenshot is written to
+``results/viewer/screenshot.png`` (CI keeps it as an artifact).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from xpgym.core.trajectory import Episode, Turn, load_episodes, save_episodes
+from xpgym.viewer import write_viewer
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = ROOT / "parity" / "golden" / "tool_turns.jsonl"
+SCREENSHOT = ROOT / "results" / "viewer" / "screenshot.png"
+WAIT_S = 120  # generous: the machine may be loaded; nothing here asserts on durations
+
+webdriver = pytest.importorskip(
+    "selenium.webdriver", reason="the browser tests need selenium (the dev extra)"
+)
+pytestmark = pytest.mark.skipif(
+    not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
+    reason=f"the browser tests need Debian's chromium and chromium-driver ({CHROMIUM}, "
+    f"{CHROMEDRIVER}): apt-get install chromium chromium-driver (scripts/setup.sh does)",
+)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    from selenium.webdriver.chrome.service import Service
+
+    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must not download
+    profile = tempfile.mkdtemp(prefix="xpgym-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--window-size=1400,900",
+        f"--user-data-dir={profile}",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def _open(browser, page: Path) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(page.resolve().as_uri())
+    WebDriverWait(browser, WAIT_S).until(
+        lambda d: d.execute_script("return document.body.dataset.ready") == "true"
+    )
+
+
+def _shown(browser) -> int:
+    return int(browser.find_element("id", "count").get_attribute("data-shown"))
+
+
+def _wait_shown(browser, expected: int) -> None:
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(browser, WAIT_S).until(lambda d: _shown(d) == expected)
+
+
+def _select(browser, element_id: str, value: str) -> None:
+    from selenium.webdriver.support.ui import Select
+
+    Select(browser.find_element("id", element_id)).select_by_value(value)
+
+
+def _search(browser, text: str) -> None:
+    box = browser.find_element("id", "search")
+    box.clear()
+    box.send_keys(text)
+
+
+def _episodes(n: int) -> list[Episode]:
+    """`n` synthetic episodes over three envs; episode i succeeds when i % 3 == 0, and
+    its last action holds the unique word ``needle-<i>``."""
+    episodes = []
+    for i in range(n):
+        turns = [
+            Turn(f"observation {i}.{t} " + "text " * 20, f"action {t}", 0.0, info={"turn": t})
+            for t in range(i % 4)
+        ]
+        reward = 1.0 if i % 3 == 0 else 0.0
+        turns.append(Turn(f"last observation {i}", f"needle-{i} answer", reward, terminated=True))
+        episodes.append(Episode(f"game:Env{i % 3}-v0", seed=i, turns=turns))
+    return episodes
+
+
+@pytest.fixture(scope="module")
+def small_page(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("viewer")
+    save_episodes(_episodes(30), folder / "episodes.jsonl")
+    return write_viewer(folder / "episodes.jsonl", folder / "small.html").path
+
+
+def test_page_renders_the_episode_list_and_opens_the_first_episode(browser, small_page):
+    _open(browser, small_page)
+    assert browser.find_element("id", "count").text == "30 of 30 episodes"
+    rows = browser.find_elements("css selector", "#list .ep-row")
+    assert rows[0].text.split() == ["0", "game:Env0-v0", "0", "1", "1", "success"]
+    actions = browser.find_elements("css selector", "#detail pre.action")
+    assert [a.text for a in actions] == ["needle-0 answer"]
+
+
+def test_status_and_env_filters_change_the_count(browser, small_page):
+    _open(browser, small_page)
+    _select(browser, "status-filter", "success")
+    _wait_shown(browser, 10)
+    _select(browser, "env-filter", "game:Env1-v0")
+    _wait_shown(browser, 0)  # Env1 holds i % 3 == 1: never a success
+    _select(browser, "status-filter", "failure")
+    _wait_shown(browser, 10)
+    statuses = {r.text.split()[-1] for r in browser.find_elements("css selector", ".ep-row")}
+    assert statuses == {"failure"}
+
+
+def test_search_finds_the_episode_whose_text_matches(browser, small_page):
+    _open(browser, small_page)
+    _search(browser, "NEEDLE-17")
+    _wait_shown(browser, 1)
+    (row,) = browser.find_elements("css selector", "#list .ep-row")
+    row.click()
+    assert browser.find_element("css selector", "#detail h2").text == "Episode 17: game:Env2-v0"
+    _search(browser, "observation 7.2")
+    _wait_shown(browser, 1)
+
+
+def test_token_view_and_screenshot_of_a_golden_file(browser, tmp_path):
+    page = write_viewer(GOLDEN, tmp_path / "golden.html").path
+    _open(browser, page)
+    first = load_episodes(GOLDEN)[0]
+    policy = browser.find_elements("css selector", "#detail .token-row .seg.policy .tok")
+    assert [int(t.text) for t in policy] == [i for turn in first.turns for i in turn.response_ids]
+    every = browser.find_elements("css selector", "#detail .token-row .tok")
+    assert [int(t.text) for t in every] == first.turns[-1].prompt_ids + first.turns[-1].response_ids
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    assert browser.save_screenshot(str(SCREENSHOT))
+    assert SCREENSHOT.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_ten_thousand_episodes_load_filter_and_search(browser, tmp_path):
+    n = 10_000
+    save_episodes(_episodes(n), tmp_path / "episodes.jsonl")
+    page = write_viewer(tmp_path / "episodes.jsonl", tmp_path / "big.html").path
+    _open(browser, page)
+    assert _shown(browser) == n
+    # the list is virtual: only the rows in view (and a margin) are in the DOM
+    assert len(browser.find_elements("css selector", "#list .ep-row")) < 200
+    _select(browser, "status-filter", "success")
+    _wait_shown(browser, len(range(0, n, 3)))
+    _select(browser, "env-filter", "game:Env0-v0")
+    _wait_shown(browser, len(range(0, n, 3)))
+    _select(browser, "status-filter", "")
+    _search(browser, "needle-9999")
+    _wait_shown(browser, 1)
+    browser.find_element("css selector", "#list .ep-row").click()
+    assert browser.find_element("css selector", "#detail h2").text == "Episode 9999: game:Env0-v0"
+    browser.execute_script("arguments[0].scrollTop = 1e9", browser.find_element("id", "list"))
+
+
+PLANTED = {
+    "script": "<script>window.__pwned = 'script'; document.title = 'pwned'</script>",
+    "img": "<img src=x onerror=\"window.__pwned = 'img'; document.title = 'pwned'\">",
+    "end": "</script><script>window.__pwned = 'end'</script>",
+    "svg": "<svg onload=\"window.__pwned = 'svg'\"></svg><b>bold</b> &amp; <!--",
+}
+
+
+def test_planted_html_in_model_text_is_shown_literally_and_never_runs(browser, tmp_path):
+    text = " ".join(PLANTED.values())
+    messages = [
+        {"role": "user", "content": PLANTED["img"]},
+        {"role": "assistant", "content": [{"type": "text", "text": PLANTED["svg"]}]},
+    ]
+    tool_call = {"name": PLANTED["script"], "arguments": PLANTED["end"], "ok": False}
+    turns = [
+        Turn(messages, PLANTED["end"], 0.0, info={"tool_calls": [tool_call]}),
+        Turn(text, text, 1.0, terminated=True, info={PLANTED["img"]: PLANTED["script"]}),
+    ]
+    info = {"reset_info": {"images": ["javascript:window.__pwned='url'", PLANTED["img"]]}}
+    save_episodes([Episode(PLANTED["svg"], turns=turns, info=info)], tmp_path / "e.jsonl")
+    page = write_viewer(tmp_path / "e.jsonl", tmp_path / "planted.html", title=text).path
+    _open(browser, page)
+    assert browser.execute_script("return window.__pwned === undefined")
+    assert browser.title == text  # set from the escaped <title>, never by planted script
+    assert len(browser.find_elements("css selector", "script")) == 2
+    assert browser.find_elements("css selector", "#detail img, #detail svg, #detail b") == []
+    actions = browser.find_elements("css selector", "#detail pre.action")
+    assert [a.get_attribute("textContent") for a in actions] == [PLANTED["end"], text]
+    detail = browser.find_element("id", "detail").get_attribute("textContent")
+    for planted in PLANTED.values():
+        assert planted in detail
+    env_cell = browser.find_elements("css selector", "#list .ep-row span")[1]
+    assert env_cell.get_attribute("textContent") == PLANTED["svg"]
+    _search(browser, "onerror")  # searching builds the search text: still nothing runs
+    _wait_shown(browser, 1)
+    assert browser.execute_script("return window.__pwned === undefined")
