@@ -320,6 +320,7 @@ def _eval_command(args: argparse.Namespace) -> int:
         + ", ".join(str(path) for path in summary.files)
         + "\n"
     )
+    sys.stderr.write(f"view the episodes: python -m xpgym view {evaluation.out_dir}\n")
     if summary.failed:
         sys.stderr.write("re-run with the same --out and --retry-failed to retry the failed ones\n")
     return 1 if summary.failed else 0
