@@ -135,15 +135,15 @@ def test_eval_directory_views_use_the_records_status_seed_and_multi_agent_return
     ]
     (tmp_path / "episodes.jsonl").write_text("".join(map(to_line, records)))
     views = load_view_episodes(tmp_path)
-    assert [(v["env"], v["seed"], v["status"]) for v in views] == [
+    assert [(v["env"], v["seed"], v["status"]) for v in views] == [  # in plan order
         ("game:G", 0, "success"),
-        ("game:T", 1, "failure"),
         ("game:G", 2, "error"),
+        ("game:T", 1, "failure"),
         ("multiagent:TicTacToe-v0", 0, "success"),
     ]
     assert views[0]["info"]["reset_seed"] == 123456789
-    assert views[1]["steps"][0]["tool_calls"] == [{"name": "python"}]
-    assert views[2]["error"] == "RuntimeError: boom"
+    assert views[1]["error"] == "RuntimeError: boom"
+    assert views[2]["steps"][0]["tool_calls"] == [{"name": "python"}]
     ma = views[3]
     assert ma["returns"] == {"x": 1.0, "o": -1.0}
     assert ma["return"] is None
@@ -172,7 +172,7 @@ def test_embedded_json_cannot_end_the_script_element_and_reads_back_exactly():
     data = {"action": PLANTED, "obs": "<!-- -->\u2028", "seed": 2**60, "small": 2**53}
     text = embed_json(data)
     assert not {"<", ">", "&"} & set(text)
-    assert json.loads(text) == {**data, "seed": str(2**60)}
+    assert json.loads(text) == data
 
 
 def test_page_has_exactly_its_own_two_scripts_whatever_the_episodes_hold():
@@ -240,3 +240,16 @@ def test_default_output_is_named_after_the_eval_directory_or_the_file(tmp_path):
     assert default_output(tmp_path / "run1") == Path("results/viewer/run1.html")
     assert default_output(tmp_path / "run1" / "episodes.jsonl") == Path("results/viewer/run1.html")
     assert default_output(GOLDEN) == Path("results/viewer/tool_turns.html")
+
+
+def test_eval_prints_the_view_command_that_opens_its_output(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["eval", "--env", "game:GuessTheNumber-v0-easy", "--model", "random"]
+    assert main([*argv, "--episodes", "3", "--out", str(out)]) == 0
+    command = f"python -m xpgym view {out}"
+    assert command in capsys.readouterr().err
+    assert main([*command.split()[3:], "-o", str(tmp_path / "run.html")]) == 0
+    views = load_view_episodes(out)
+    assert [(v["env"], v["seed"]) for v in views] == [
+        ("game:GuessTheNumber-v0-easy", s) for s in range(3)
+    ]

@@ -1,77 +1,35 @@
 """The trajectory viewer in a real headless browser: Debian's chromium and chromedriver,
-driven with selenium (``bash scripts/setup.sh`` installs all three).
-
-Selenium is pointed at /usr/bin/chromedriver and runs offline (``SE_OFFLINE``): it never
-downloads a driver or a browser. The screenshot is written to
+driven with selenium (``bash scripts/setup.sh`` installs all three; without them these tests
+skip, naming what is missing). `xpgym.viewer.browser` starts the browser: the system driver,
+selenium offline, a fresh profile. The screenshot is written to
 ``results/viewer/screenshot.png`` (CI keeps it as an artifact).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from xpgym.core.trajectory import Episode, Turn, load_episodes, save_episodes
 from xpgym.viewer import write_viewer
+from xpgym.viewer.browser import browser_missing, headless_chromium, open_page
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMEDRIVER = "/usr/bin/chromedriver"
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "parity" / "golden" / "tool_turns.jsonl"
 SCREENSHOT = ROOT / "results" / "viewer" / "screenshot.png"
 WAIT_S = 120  # generous: the machine may be loaded; nothing here asserts on durations
 
-webdriver = pytest.importorskip(
-    "selenium.webdriver", reason="the browser tests need selenium (the dev extra)"
-)
-pytestmark = pytest.mark.skipif(
-    not (os.access(CHROMIUM, os.X_OK) and os.access(CHROMEDRIVER, os.X_OK)),
-    reason=f"the browser tests need Debian's chromium and chromium-driver ({CHROMIUM}, "
-    f"{CHROMEDRIVER}): apt-get install chromium chromium-driver (scripts/setup.sh does)",
-)
+MISSING = browser_missing()
+pytestmark = pytest.mark.skipif(MISSING is not None, reason=f"needs a headless Chromium: {MISSING}")
 
 
 @pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
-    from selenium.webdriver.chrome.service import Service
-
-    os.environ.setdefault("SE_OFFLINE", "true")  # Selenium Manager must not download
-    profile = tempfile.mkdtemp(prefix="xpgym-chromium-")
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1400,900",
-        f"--user-data-dir={profile}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
-    driver.set_page_load_timeout(WAIT_S)
-    try:
+def browser() -> Iterator[Any]:
+    with headless_chromium() as driver:
         yield driver
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
-
-
-def _open(browser, page: Path) -> None:
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    browser.get(page.resolve().as_uri())
-    WebDriverWait(browser, WAIT_S).until(
-        lambda d: d.execute_script("return document.body.dataset.ready") == "true"
-    )
 
 
 def _shown(browser) -> int:
@@ -119,7 +77,7 @@ def small_page(tmp_path_factory) -> Path:
 
 
 def test_page_renders_the_episode_list_and_opens_the_first_episode(browser, small_page):
-    _open(browser, small_page)
+    open_page(browser, small_page, timeout=WAIT_S)
     assert browser.find_element("id", "count").text == "30 of 30 episodes"
     rows = browser.find_elements("css selector", "#list .ep-row")
     assert rows[0].text.split() == ["0", "game:Env0-v0", "0", "1", "1", "success"]
@@ -127,8 +85,20 @@ def test_page_renders_the_episode_list_and_opens_the_first_episode(browser, smal
     assert [a.text for a in actions] == ["needle-0 answer"]
 
 
+def test_seeds_beyond_javascripts_exact_integers_are_shown_digit_for_digit(browser, tmp_path):
+    seed = 2**63 - 1  # JavaScript numbers would round it to 9223372036854775808
+    episode = Episode("e", seed=seed, turns=[Turn("o", "a", 0.5, info={"reset_seed": seed})])
+    save_episodes([episode], tmp_path / "e.jsonl")
+    open_page(browser, write_viewer(tmp_path / "e.jsonl", tmp_path / "e.html").path)
+    row = browser.find_element("css selector", "#list .ep-row")
+    assert row.find_elements("css selector", "span")[2].get_attribute("textContent") == str(seed)
+    detail = browser.find_element("id", "detail").get_attribute("textContent")
+    assert str(seed) in detail
+    assert "0.500" in detail
+
+
 def test_status_and_env_filters_change_the_count(browser, small_page):
-    _open(browser, small_page)
+    open_page(browser, small_page, timeout=WAIT_S)
     _select(browser, "status-filter", "success")
     _wait_shown(browser, 10)
     _select(browser, "env-filter", "game:Env1-v0")
@@ -140,7 +110,7 @@ def test_status_and_env_filters_change_the_count(browser, small_page):
 
 
 def test_search_finds_the_episode_whose_text_matches(browser, small_page):
-    _open(browser, small_page)
+    open_page(browser, small_page, timeout=WAIT_S)
     _search(browser, "NEEDLE-17")
     _wait_shown(browser, 1)
     (row,) = browser.find_elements("css selector", "#list .ep-row")
@@ -152,7 +122,7 @@ def test_search_finds_the_episode_whose_text_matches(browser, small_page):
 
 def test_token_view_and_screenshot_of_a_golden_file(browser, tmp_path):
     page = write_viewer(GOLDEN, tmp_path / "golden.html").path
-    _open(browser, page)
+    open_page(browser, page, timeout=WAIT_S)
     first = load_episodes(GOLDEN)[0]
     policy = browser.find_elements("css selector", "#detail .token-row .seg.policy .tok")
     assert [int(t.text) for t in policy] == [i for turn in first.turns for i in turn.response_ids]
@@ -167,7 +137,7 @@ def test_ten_thousand_episodes_load_filter_and_search(browser, tmp_path):
     n = 10_000
     save_episodes(_episodes(n), tmp_path / "episodes.jsonl")
     page = write_viewer(tmp_path / "episodes.jsonl", tmp_path / "big.html").path
-    _open(browser, page)
+    open_page(browser, page, timeout=WAIT_S)
     assert _shown(browser) == n
     # the list is virtual: only the rows in view (and a margin) are in the DOM
     assert len(browser.find_elements("css selector", "#list .ep-row")) < 200
@@ -205,7 +175,7 @@ def test_planted_html_in_model_text_is_shown_literally_and_never_runs(browser, t
     info = {"reset_info": {"images": ["javascript:window.__pwned='url'", PLANTED["img"]]}}
     save_episodes([Episode(PLANTED["svg"], turns=turns, info=info)], tmp_path / "e.jsonl")
     page = write_viewer(tmp_path / "e.jsonl", tmp_path / "planted.html", title=text).path
-    _open(browser, page)
+    open_page(browser, page, timeout=WAIT_S)
     assert browser.execute_script("return window.__pwned === undefined")
     assert browser.title == text  # set from the escaped <title>, never by planted script
     assert len(browser.find_elements("css selector", "script")) == 2

@@ -6,7 +6,7 @@ shape the page's script reads (`ViewEpisode` documents the keys). Three inputs a
 * a JSON Lines file of `xpgym.core.trajectory.Episode` dicts (``save_episodes`` output, the
   collector's and the demo's episodes, the parity golden files under ``parity/golden/``);
 * an ``episodes.jsonl`` of `xpgym.eval.records` (one record per planned episode, the last
-  record of each key wins, as in the eval summary);
+  record of each key wins, as in the eval summary), ordered by env id, seed and sample;
 * an eval output directory (its ``episodes.jsonl``).
 
 A file's kind is told by its first record: eval records have ``status`` and ``results``.
@@ -78,7 +78,8 @@ def load_view_episodes(path: str | Path) -> list[ViewEpisode]:
     if first is None:
         return []
     if set(first[1]) >= _EVAL_RECORD_KEYS:
-        return [eval_record_view(record) for record in load_records(path).values()]
+        records = load_records(path)  # in the order episodes ended; shown in plan order
+        return [eval_record_view(records[key]) for key in sorted(records)]
     views = []
     for number, data in [first, *lines]:
         try:

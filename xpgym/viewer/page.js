@@ -9,7 +9,7 @@
 //   file never assigns innerHTML/outerHTML and never calls insertAdjacentHTML or eval.
 // * Large files: the episode list is virtual (only the rows in view, plus a margin, exist in
 //   the DOM); an episode's section is built when it is opened; the text searched is
-//   gathered the first time a search needs it.
+//   gathered in idle time after load (or by the first search that needs it).
 "use strict";
 
 (function () {
@@ -70,6 +70,17 @@
       haystacks[i] = out.join("\n").toLowerCase();
     }
     return haystacks[i];
+  }
+
+  // Gather the search text in idle time after load, a slice at a time, so that the first
+  // search does not have to (a search before it is done gathers the rest itself).
+  function gatherWhenIdle(start) {
+    const idle = window.requestIdleCallback || ((f) => setTimeout(f, 50));
+    idle(() => {
+      const end = Math.min(EPISODES.length, start + 500);
+      for (let i = start; i < end; i++) haystack(i);
+      if (end < EPISODES.length) gatherWhenIdle(end);
+    });
   }
 
   // ---- the list ----------------------------------------------------------------------
@@ -329,4 +340,5 @@
   if (linked) openEpisode(Number(linked[1]));
   else if (state.shown.length) openEpisode(state.shown[0]);
   document.body.dataset.ready = "true";
+  gatherWhenIdle(0);
 })();
