@@ -151,6 +151,7 @@ def test_eval_directory_views_use_the_records_status_seed_and_multi_agent_return
         ("x", "board", "1", 0.0),
         ("o", "board2", "2", -1.0),
     ]
+    assert ma["steps"][1]["info"] == {"rewards_of_other_agents": {"x": 1.0}}
 
 
 def test_a_turn_with_an_env_error_marks_the_episode_as_an_error(tmp_path):

@@ -189,14 +189,15 @@ def _json_lines(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             yield number, data
 
 
-def _turn_step(turn: Mapping[str, Any]) -> dict[str, Any]:
+def _turn_step(turn: Mapping[str, Any], agent: str | None = None) -> dict[str, Any]:
+    """The view step of one ``Turn.to_dict()``-shaped mapping, acted by `agent`."""
     info = dict(turn.get("info") or {})
     images = _take_images(info)
     return {
-        "agent": None,
+        "agent": agent,
         "observation": turn.get("observation"),
         "action": turn.get("action"),
-        "reward": float(turn.get("reward", 0.0)),
+        "reward": float(turn.get("reward") or 0.0),
         "terminated": bool(turn.get("terminated")),
         "truncated": bool(turn.get("truncated")),
         "truncated_reason": info.get("truncated_reason"),
@@ -207,22 +208,23 @@ def _turn_step(turn: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _joint_steps(joint: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    """One view step per agent that acted in a multi-agent transcript step."""
+    """One view step per agent that acted in a multi-agent transcript step; the nonzero
+    rewards of agents that did not act go in its ``info["rewards_of_other_agents"]``."""
+    fields = {
+        "observation": "observations",
+        "reward": "rewards",
+        "terminated": "terminations",
+        "truncated": "truncations",
+        "info": "infos",
+    }
+    rewards = joint.get("rewards") or {}
     for agent, action in (joint.get("actions") or {}).items():
-        info = dict((joint.get("infos") or {}).get(agent) or {})
-        images = _take_images(info)
-        yield {
-            "agent": agent,
-            "observation": (joint.get("observations") or {}).get(agent),
-            "action": action,
-            "reward": float((joint.get("rewards") or {}).get(agent, 0.0)),
-            "terminated": bool((joint.get("terminations") or {}).get(agent)),
-            "truncated": bool((joint.get("truncations") or {}).get(agent)),
-            "truncated_reason": info.get("truncated_reason"),
-            "tool_calls": info.pop("tool_calls", None),
-            "images": images,
-            "info": info,
-        }
+        turn = {name: (joint.get(key) or {}).get(agent) for name, key in fields.items()}
+        step = _turn_step({**turn, "action": action}, agent)
+        others = {other: r for other, r in rewards.items() if other != agent and r}
+        if others:  # e.g. the loser of a board game, rewarded on the winner's move
+            step["info"]["rewards_of_other_agents"] = others
+        yield step
 
 
 def _take_images(info: dict[str, Any]) -> list[str]:
