@@ -54,18 +54,33 @@ def _search(browser, text: str) -> None:
     box.send_keys(text)
 
 
+def _status(i: int) -> str:
+    """The status of synthetic episode i: an env error when i % 5 == 4, else a success when
+    i % 3 == 0 (all of env ``game:Env0-v0``), else a failure."""
+    return "error" if i % 5 == 4 else ("success" if i % 3 == 0 else "failure")
+
+
+def _count(n: int, status: str | None = None, env: int | None = None) -> int:
+    return sum(
+        (status is None or _status(i) == status) and (env is None or i % 3 == env) for i in range(n)
+    )
+
+
 def _episodes(n: int) -> list[Episode]:
-    """`n` synthetic episodes over three envs; episode i succeeds when i % 3 == 0, and
-    its last action holds the unique word ``needle-<i>``."""
+    """`n` synthetic episodes over three envs (episode i is ``game:Env<i % 3>-v0``) with the
+    statuses of `_status`; the last action of episode i holds the unique word
+    ``needle-<i>``."""
     episodes = []
     for i in range(n):
         turns = [
             Turn(f"observation {i}.{t} " + "text " * 20, f"action {t}", 0.0, info={"turn": t})
             for t in range(i % 4)
         ]
-        reward = 1.0 if i % 3 == 0 else 0.0
-        turns.append(Turn(f"last observation {i}", f"needle-{i} answer", reward, terminated=True))
-        episodes.append(Episode(f"game:Env{i % 3}-v0", seed=i, turns=turns))
+        status = _status(i)
+        reward = 1.0 if status == "success" else 0.0
+        info = {"error": "TimeoutError: step took too long"} if status == "error" else {}
+        last = Turn(f"last observation {i}", f"needle-{i} answer", reward, True, info=info)
+        episodes.append(Episode(f"game:Env{i % 3}-v0", seed=i, turns=[*turns, last]))
     return episodes
 
 
@@ -100,13 +115,17 @@ def test_seeds_beyond_javascripts_exact_integers_are_shown_digit_for_digit(brows
 def test_status_and_env_filters_change_the_count(browser, small_page):
     open_page(browser, small_page, timeout=WAIT_S)
     _select(browser, "status-filter", "success")
-    _wait_shown(browser, 10)
+    _wait_shown(browser, _count(30, "success"))
     _select(browser, "env-filter", "game:Env1-v0")
     _wait_shown(browser, 0)  # Env1 holds i % 3 == 1: never a success
     _select(browser, "status-filter", "failure")
-    _wait_shown(browser, 10)
+    _wait_shown(browser, _count(30, "failure", env=1))
     statuses = {r.text.split()[-1] for r in browser.find_elements("css selector", ".ep-row")}
     assert statuses == {"failure"}
+    _select(browser, "status-filter", "error")
+    _wait_shown(browser, _count(30, "error", env=1))
+    row = browser.find_element("css selector", ".ep-row")
+    assert row.get_attribute("title") == "TimeoutError: step took too long"
 
 
 def test_search_finds_the_episode_whose_text_matches(browser, small_page):
@@ -142,9 +161,11 @@ def test_ten_thousand_episodes_load_filter_and_search(browser, tmp_path):
     # the list is virtual: only the rows in view (and a margin) are in the DOM
     assert len(browser.find_elements("css selector", "#list .ep-row")) < 200
     _select(browser, "status-filter", "success")
-    _wait_shown(browser, len(range(0, n, 3)))
+    _wait_shown(browser, _count(n, "success"))
     _select(browser, "env-filter", "game:Env0-v0")
-    _wait_shown(browser, len(range(0, n, 3)))
+    _wait_shown(browser, _count(n, "success", env=0))
+    _select(browser, "status-filter", "error")
+    _wait_shown(browser, _count(n, "error", env=0))
     _select(browser, "status-filter", "")
     _search(browser, "needle-9999")
     _wait_shown(browser, 1)
