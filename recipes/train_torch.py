@@ -23,7 +23,8 @@ the feedback (binary search scores 1.0; a random guesser about half that: docs/d
     python recipes/train_torch.py [--time-budget-s 560] [--threads N] [--out-dir DIR]
 
 Outputs in `--out-dir`: ``metrics.jsonl`` (one line per training step and per evaluation),
-``summary.json`` (before/after numbers and the configuration), ``reward_curve.png``.
+``summary.json`` (before/after numbers and the configuration), ``reward_curve.png``, and the
+last RL step's ``episodes.jsonl`` with the ``tokenizer`` (``python -m xpgym view`` shows them).
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import xpgym
 from xpgym.core.cli import parse_dataclass_args
 from xpgym.core.policies.hf import HFPolicy
 from xpgym.core.rollout import RolloutCollector
-from xpgym.core.trajectory import Episode
+from xpgym.core.trajectory import Episode, save_episodes
 from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 from xpgym.reference.trainer import Trainer, TrainerConfig
 from xpgym.reference.warm_start import CORPUS_SEED, RandomValidGuesser, number_range, pretrain
@@ -369,6 +370,11 @@ def main() -> None:
             f"{'':>9}{result['consistent']:>12.3f}"
         )
     print(f"wrote {out_dir}/summary.json, metrics.jsonl, reward_curve.png")
+    if step:  # the last RL step's episodes (token ids included) and the tokenizer
+        episodes_file, tokenizer_dir = out_dir / "episodes.jsonl", out_dir / "tokenizer"
+        save_episodes(episodes, episodes_file)
+        tokenizer.save_pretrained(tokenizer_dir)
+        print(f"view: python -m xpgym view {episodes_file} --tokenizer {tokenizer_dir}")
 
 
 if __name__ == "__main__":

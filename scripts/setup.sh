@@ -6,7 +6,9 @@
 # This is the only install path: the README's first command runs it, and `.ci/run` runs it
 # before the README's test command, so a newcomer's environment and CI's are the same.
 #
-# 1. bubblewrap (the sandbox for model-written code), with apt-get when it is missing;
+# 1. bubblewrap (the sandbox for model-written code) and, for the viewer's browser tests,
+#    Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver; never
+#    a browser build downloaded by selenium or anything else), with apt-get when missing;
 # 2. the virtual environment, the CPU build of torch first (so nothing pulls a CUDA build),
 #    then xpgym in editable mode with the extras its tests use;
 # 3. the RL trainers the adapter and parity tests import, CPU only. Their own requirements
@@ -28,6 +30,12 @@ if ! command -v bwrap >/dev/null 2>&1; then
   [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
   $sudo_cmd apt-get update -qq
   $sudo_cmd apt-get install -y -qq bubblewrap
+fi
+# Chromium only as root where apt-get exists; elsewhere the browser tests skip, naming it.
+if { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; } \
+  && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
 fi
 
 python3 -m venv "$venv"

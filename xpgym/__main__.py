@@ -6,6 +6,8 @@ Commands:
                               Serve envs over HTTP (see `xpgym.remote.server`).
     eval --env GLOB --model SPEC [--episodes N] [--samples K] ...
                               Evaluate a model on envs (see `xpgym.eval`, docs/eval.md).
+    view PATH [-o OUT.html] [--tokenizer PATH]
+                              Write a static HTML trajectory viewer (docs/viewer.md).
 
 Output goes through `sys.stdout.write` (the project's lint forbids `print` in the package).
 """
@@ -56,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     listing.set_defaults(func=_list_command)
     _add_serve_parser(commands)
     _add_eval_parser(commands)
+    _add_view_parser(commands)
     return parser
 
 
@@ -224,6 +227,37 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     evaluating.set_defaults(func=_eval_command)
 
 
+def _add_view_parser(commands: argparse._SubParsersAction) -> None:
+    viewing = commands.add_parser(
+        "view",
+        help="write a static HTML viewer of episodes",
+        description="Write one self-contained HTML file (no server, no network) showing "
+        "episodes turn by turn, with filters, search and a token view. See docs/viewer.md.",
+    )
+    viewing.add_argument(
+        "source",
+        metavar="PATH",
+        help="episodes JSONL (save_episodes output), an eval output directory or its "
+        "episodes.jsonl, or a parity golden file",
+    )
+    viewing.add_argument(
+        "-o",
+        "--out",
+        default=None,
+        metavar="OUT.html",
+        help="HTML file to write (default results/viewer/<name>.html)",
+    )
+    viewing.add_argument(
+        "--tokenizer",
+        default=None,
+        metavar="PATH",
+        help="tokenizer (directory or name, loaded with transformers) to show token text "
+        "in the token view; without it token ids are shown",
+    )
+    viewing.add_argument("--title", default=None, help="page title")
+    viewing.set_defaults(func=_view_command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default `sys.argv[1:]`); return the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -342,9 +376,25 @@ def _eval_command(args: argparse.Namespace) -> int:
         + ", ".join(str(path) for path in summary.files)
         + "\n"
     )
+    sys.stderr.write(f"view the episodes: python -m xpgym view {evaluation.out_dir}\n")
     if summary.failed:
         sys.stderr.write("re-run with the same --out and --retry-failed to retry the failed ones\n")
     return 1 if summary.failed else 0
+
+
+def _view_command(args: argparse.Namespace) -> int:
+    from xpgym.viewer import write_viewer
+
+    try:
+        written = write_viewer(args.source, args.out, tokenizer=args.tokenizer, title=args.title)
+    except (ValueError, ImportError, OSError) as exc:
+        sys.stderr.write(f"xpgym view: error: {exc}\n")
+        return 2
+    sys.stdout.write(
+        f"wrote {written.path} ({written.episodes} episodes); open it in a browser: "
+        f"{written.path.resolve().as_uri()}\n"
+    )
+    return 0
 
 
 def _text_table(rows: list[EnvRow]) -> str:
