@@ -21,8 +21,9 @@ r"""Layer 3 of the parity suite: each trainer's own update code on the same batc
 Classification (`classify_run`), over all K steps:
 
 * **exact**: every step within `TOLERANCES` of the reference;
-* **formula**: not exact, but within `TOLERANCES` of a stated formula's prediction, computed
-  by running the reference with that formula's difference (`Semantics.formula`);
+* **formula**: not exact, but within `TOLERANCES` of a stated formula's prediction: the
+  reference run with the named difference applied (`classify_run`'s `formula`). Every
+  trainer that runs here is exact, so the driver states no formula yet;
 * **mismatch**: neither (exit 1; CI fails);
 * **not runnable: why**.
 
@@ -107,7 +108,8 @@ SEMANTICS: dict[str, Semantics] = {
     ),
     "openrlhf": Semantics(
         adam_betas=(0.9, 0.95),
-        why="one row per episode (to_experience); PolicyLoss token mean; adam_betas default "
+        why="one row per episode (to_experience); PolicyLoss token-level with "
+        "iter_grad_accum_global_norm: token mean over the step's batch; adam_betas default "
         "(0.9, 0.95)",
     ),
     "rl2": Semantics(why="one row per episode (to_tensor_dict); token mean over the batch"),
