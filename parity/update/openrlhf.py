@@ -16,7 +16,10 @@ grad norm is that of the accumulated gradients before the engine's step: DeepSpe
 no norm in float32 ZeRO-0 (``clip_fp32_gradients`` discards it), so OpenRLHF's
 ``strategy.get_grad_norm`` (``get_global_grad_norm``) is 0 there. ``old_action_log_probs``
 are the sampler's (``rollout_log_probs``) in every step. Stand-ins: ``flash_attn``
-(``openrlhf.models`` imports it; the eager path never calls it). One setting OpenRLHF does
+(``openrlhf.models`` imports it; the eager path never calls it). The first run in a
+process creates a one-process gloo group that stays for the process's lifetime (DeepSpeed
+keeps its communication backend in a module global; later runs reuse it). One setting
+OpenRLHF does
 not expose: DeepSpeed's ``torch_adam`` (``TorchAdamStrategy``); and ``Actor.packing_samples``
 is set to its default False, which ``Actor.__init__`` leaves unset when given a model object.
 """
@@ -58,7 +61,7 @@ def run(job: UpdateJob) -> TrainerRun:
     os.environ.update(env)
     try:
         with ExitStack() as stack:
-            missing = stack.enter_context(stand_ins(STAND_INS, ("openrlhf", "deepspeed")))
+            missing = stack.enter_context(stand_ins(STAND_INS, ("openrlhf",)))
             try:
                 import deepspeed  # noqa: F401
                 from openrlhf.models import Actor, PolicyLoss
@@ -77,11 +80,7 @@ def run(job: UpdateJob) -> TrainerRun:
                 to_experience,
                 turn_advantages,
             )
-    finally:
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.destroy_process_group()
+    finally:  # the one-process gloo group stays: DeepSpeed keeps its backend in a global
         for key, value in saved.items():
             if value is None:
                 os.environ.pop(key, None)
