@@ -45,7 +45,9 @@ __all__ = [
     "failures",
     "main",
     "markdown_table",
+    "merge_into_report",
     "print_table",
+    "replace_block",
     "run",
     "table_rows",
 ]
@@ -235,13 +237,27 @@ def markdown_table(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def replace_block(text: str, start_marker: str, end_marker: str, body: str) -> str:
+    """`text` with `body` between `start_marker` and `end_marker` (a generated block of a
+    docs page); raises `ValueError` when the markers are missing."""
+    start, end = text.find(start_marker), text.find(end_marker)
+    if start < 0 or end < start:
+        raise ValueError(f"no {start_marker} ... {end_marker} block in the docs text")
+    return text[: start + len(start_marker)] + "\n" + body + text[end:]
+
+
 def docs_with_table(text: str, report: dict[str, Any]) -> str:
     """`text` (docs/trainers.md) with the markdown table of `report` between its
     ``parity-table`` markers; raises `ValueError` when the markers are missing."""
-    start, end = text.find(TABLE_START), text.find(TABLE_END)
-    if start < 0 or end < start:
-        raise ValueError(f"no {TABLE_START} ... {TABLE_END} block in the docs text")
-    return text[: start + len(TABLE_START)] + "\n" + markdown_table(report) + text[end:]
+    return replace_block(text, TABLE_START, TABLE_END, markdown_table(report))
+
+
+def merge_into_report(path: Path, entries: dict[str, Any]) -> None:
+    """Write `entries` as top-level keys of the JSON report at `path`, keeping its other
+    keys (layer 1 writes its keys, layer 3 (`parity.update`) its ``layer3`` key)."""
+    report = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    report.update(_jsonable(entries))
+    path.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
 
 
 def _jsonable(value: Any) -> Any:
@@ -269,7 +285,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--write-docs needs the whole report: drop --trainer and --case")
     cases = [case_by_name(c) for c in args.case] if args.case else list(CASES)
     report = run(args.trainer or TRAINERS, cases)
-    args.report.write_text(json.dumps(_jsonable(report), indent=1) + "\n", encoding="utf-8")
+    merge_into_report(args.report, report)
     if args.markdown:
         sys.stdout.write(markdown_table(report))
     else:

@@ -12,7 +12,7 @@
 # 2. the virtual environment, the CPU build of torch first (so nothing pulls a CUDA build),
 #    then xpgym in editable mode with the extras its tests use;
 # 3. the RL trainers the adapter and parity tests import, CPU only. Their own requirements
-#    pull CUDA-only packages (flash-attn, vllm, deepspeed) or pin other versions of
+#    pull CUDA-only packages (flash-attn, vllm) or pin other versions of
 #    transformers, so each is installed with --no-deps and the few packages its data classes,
 #    advantage code and hooks import are added by name. Oat's wheels declare Python < 3.11;
 #    the modules used here run on 3.10-3.12. ROLL is not on PyPI: its tests use the GEM 0.0.4
@@ -51,6 +51,11 @@ pip=("$venv/bin/python" -m pip install --quiet)
 "${pip[@]}" tensordict==0.10.0 omegaconf==2.3.1 hydra-core==1.3.8 codetiming==1.4.0 \
   cachetools torchdata==0.11.0 peft==0.21.2 fastapi==0.165.0
 "${pip[@]}" --no-deps openrlhf==0.11.2
+# DeepSpeed for OpenRLHF's own update on its CPU accelerator (parity/update/openrlhf.py): an
+# sdist built against the installed CPU torch (--no-build-isolation, no ops prebuilt, so
+# --no-deps keeps a CUDA torch out), plus its pure-python requirements by name
+"${pip[@]}" hjson==3.1.0 py-cpuinfo==9.0.0 einops==0.8.1 ninja==1.13.0 msgpack setuptools
+DS_BUILD_OPS=0 "${pip[@]}" --no-deps --no-build-isolation deepspeed==0.19.6
 "${pip[@]}" pylatexenc==2.10 aiohttp
 "${pip[@]}" --no-deps rl-square==0.0.2
 "${pip[@]}" --no-deps --ignore-requires-python oat-llm==0.2.4
