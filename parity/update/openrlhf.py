@@ -18,9 +18,10 @@ no norm in float32 ZeRO-0 (``clip_fp32_gradients`` discards it), so OpenRLHF's
 are the sampler's (``rollout_log_probs``) in every step. Stand-ins: ``flash_attn``
 (``openrlhf.models`` imports it; the eager path never calls it). The first run in a
 process creates a one-process gloo group that stays for the process's lifetime (DeepSpeed
-keeps its communication backend in a module global; later runs reuse it). One setting
-OpenRLHF does
-not expose: DeepSpeed's ``torch_adam`` (``TorchAdamStrategy``); and ``Actor.packing_samples``
+keeps its communication backend in a module global; later runs reuse it). Two settings
+OpenRLHF does not expose: DeepSpeed's ``torch_adam`` (``TorchAdamStrategy``), and no
+shared-memory all-reduce op (`_setup_without_shm_op`: one process, and its build is a C++
+compile of minutes); and ``Actor.packing_samples``
 is set to its default False, which ``Actor.__init__`` leaves unset when given a model object.
 """
 
@@ -97,6 +98,24 @@ def run(job: UpdateJob) -> TrainerRun:
     )
 
 
+def _setup_without_shm_op(strategy: Any) -> None:
+    """``strategy.setup_distributed()`` without DeepSpeed's shared-memory all-reduce op: one
+    process never all-reduces, and the op is a C++ JIT compile of minutes on a fresh machine
+    (DeepSpeed's ``TorchBackend`` runs without it when the op is marked incompatible)."""
+    import deepspeed.ops
+
+    compatible = deepspeed.ops.__compatible_ops__
+    before = compatible.get("deepspeed_shm_comm")
+    compatible["deepspeed_shm_comm"] = False
+    try:
+        strategy.setup_distributed()
+    finally:
+        if before is None:
+            compatible.pop("deepspeed_shm_comm", None)
+        else:
+            compatible["deepspeed_shm_comm"] = before
+
+
 def _run(
     job: UpdateJob,
     actor_cls: Any,
@@ -134,7 +153,7 @@ def _run(
         zero_stage=0,
         args=args,
     )
-    strategy.setup_distributed()
+    _setup_without_shm_op(strategy)
     actor = actor_cls(load_model(job, attn_implementation="eager"))
     actor.packing_samples = False  # the model-object path of Actor.__init__ leaves it unset
     optim_cfg = {
