@@ -36,6 +36,7 @@ from adapter_cases import (  # noqa: E402
     TURN_REWARDS,
     episodes,
     rebn_reference,
+    with_failed_member,
 )
 from omegaconf import OmegaConf  # noqa: E402
 from RL2.datasets import pack_tensor_dicts, state_dict_to_tensor_dict  # noqa: E402
@@ -246,3 +247,21 @@ def test_env_module_ends_at_max_turns_and_frees_the_env(tokenizer: Any) -> None:
     assert len(responses) == 2
     assert responses[-1]["done"]
     assert live == rl2._LIVE  # no episode left behind
+
+
+# --------------------------------------------------------------------------------------
+# Infrastructure failures (xpgym.core.errors)
+# --------------------------------------------------------------------------------------
+
+
+def test_an_infra_error_member_has_no_action_and_no_part_in_turn_advantages() -> None:
+    config = OmegaConf.create({"estimator": "xpgym_rebn", "gamma": GAMMA})
+    tensor_dict, cu_seqs = to_tensor_dict(with_failed_member())
+    assert not tensor_dict["action_mask"][-1].any()  # loss mask 0 on its tokens
+    assert not tensor_dict["rewards"][-1].any()
+    turn_advantages(config, tensor_dict, cu_seqs)
+    base, base_seqs = to_tensor_dict(episodes())
+    turn_advantages(config, base, base_seqs)
+    got, want = tensor_dict["advantages"].numpy(), base["advantages"].numpy()
+    np.testing.assert_allclose(got[:4, : want.shape[1]], want, atol=1e-6)
+    assert not got[-1].any()

@@ -41,6 +41,13 @@ key               dtype    shape        meaning
 An episode is one sequence when its prompts extend each other (token-exact turns), else
 it is split where they stop doing so (RL2's rule; `episode_rows(on_mismatch="split")`).
 
+Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): in
+`to_tensor_dict` their sequences have ``action_mask`` 0 and ``rewards`` 0 (no loss, no turn
+in the per-turn override `turn_advantages`). RL2's own ``reinforce`` groups fixed blocks of
+``responses_per_prompt`` over action tokens only, so there a failed member counts with score
+0. The env module (`reset`/`step`) ends such an episode at the failed step (``done``); RL2's
+env API has no per-sample loss mask, so RL2 trains on its turns as on any other.
+
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "RL2".
 
