@@ -437,15 +437,7 @@ class MCPToolset:
                 why += f" ({_describe(self._main.exception())})"
         else:
             return None
-        return ToolResult(
-            f"Tool {name!r} failed: {why}.",
-            ok=False,
-            info={
-                "exit_reason": "disconnected",
-                "server_tool": name,
-                INFRA_ERROR_KEY: InfraCause("tool_backend_error", why).to_dict(),
-            },
-        )
+        return _failure(name, f"{why}.", exit_reason="disconnected")
 
     def call(
         self,
@@ -530,12 +522,8 @@ class MCPToolset:
             if exc.code == REQUEST_TIMEOUT:
                 return _timeout(name, timeout)
             if exc.code == CONNECTION_CLOSED or self._main.done():
-                return self._disconnected(name) or ToolResult(
-                    f"Tool {name!r} failed: the connection to MCP server {self.label} was "
-                    f"closed ({exc.message}).",
-                    ok=False,
-                    info={"exit_reason": "disconnected", "server_tool": name},
-                )
+                why = f"the connection to MCP server {self.label} was closed ({exc.message})."
+                return self._disconnected(name) or _failure(name, why, exit_reason="disconnected")
             return ToolResult(
                 f"Tool {name!r} failed: {exc.message}",
                 ok=False,
@@ -629,12 +617,14 @@ def _timeout(name: str, timeout: float) -> ToolResult:
     )
 
 
-def _failure(name: str, why: str) -> ToolResult:
+def _failure(name: str, why: str, *, exit_reason: str = "error") -> ToolResult:
+    """A call that failed because the backend broke (not the call): marked as
+    infrastructure (`xpgym.core.errors`)."""
     return ToolResult(
         f"Tool {name!r} failed: {why}",
         ok=False,
         info={
-            "exit_reason": "error",
+            "exit_reason": exit_reason,
             "server_tool": name,
             INFRA_ERROR_KEY: InfraCause("tool_backend_error", why).to_dict(),
         },
