@@ -41,6 +41,7 @@ from adapter_cases import (  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 from RL2.datasets import pack_tensor_dicts, state_dict_to_tensor_dict  # noqa: E402
 
+import xpgym  # noqa: E402
 from parity.trainers._stand_ins import stand_ins  # noqa: E402
 from xpgym.adapters import rl2  # noqa: E402
 from xpgym.adapters.rl2 import (  # noqa: E402
@@ -206,12 +207,15 @@ def tokenizer(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def play_like_rl2(
-    tokenizer: Any, actions: list[str], max_turns: int
+    tokenizer: Any,
+    actions: list[str],
+    max_turns: int,
+    env_id: str = "game:GuessTheNumber-v0-easy",
 ) -> tuple[list[str], list[dict]]:
     """RL2 0.0.2's ``Rollout.rollout`` loop (texts only), with scripted actions."""
 
     async def run() -> tuple[list[str], list[dict]]:
-        task = make_tasks("game:GuessTheNumber-v0-easy", 1, seed=0)[0]
+        task = make_tasks(env_id, 1, seed=0)[0]
         extra_info = make_extra_info(task, tokenizer="tiny", max_turns=max_turns)
         state_text, extra_info = await reset(extra_info)
         texts, responses = [state_text], []
@@ -265,3 +269,12 @@ def test_an_infra_error_member_has_no_action_and_no_part_in_turn_advantages() ->
     got, want = tensor_dict["advantages"].numpy(), base["advantages"].numpy()
     np.testing.assert_allclose(got[:4, : want.shape[1]], want, atol=1e-6)
     assert not got[-1].any()
+
+
+def test_env_module_ends_an_episode_whose_env_step_raises(tokenizer: Any) -> None:
+    xpgym.register("test:RL2Toy-v0", "toy_envs:ToyEnv", override=True, episode_length=3)
+    live = dict(rl2._LIVE)
+    _, responses = play_like_rl2(tokenizer, ["raise"] * 3, max_turns=3, env_id="test:RL2Toy-v0")
+    assert len(responses) == 1  # ToyEnv raises on "raise": the episode ends there
+    assert (responses[0]["done"], responses[0]["reward"]) == (True, 0.0)
+    assert live == rl2._LIVE

@@ -64,6 +64,7 @@ __all__ = [
     "EpisodeTask",
     "TokenGenerate",
     "generation_from_ids",
+    "isolated_step",
     "make_tasks",
     "policy_generate",
     "run_episode",
@@ -311,11 +312,7 @@ async def run_episode(
         generation = await generate(list(prompt), budget)
         if generation.token_ids is None:
             raise ValueError("the engine returned a Generation without token_ids")
-        try:
-            step = await asyncio.to_thread(env.step, generation.text)
-        except Exception as exc:  # isolation: a broken env is not the policy's doing
-            logger.warning("%s (seed %d): the env step failed: %r", task.env_id, task.seed, exc)
-            step = (observation, 0.0, False, True, step_failure_info(exc))
+        step = await isolated_step(env, generation.text, observation)
         next_observation, reward, terminated, truncated, info = step
         if recorder.record(
             observation, generation, reward, terminated, truncated, info, prompt_ids=prompt
@@ -325,6 +322,20 @@ async def run_episode(
         prompt = prompt_builder.extend(prompt, generation.token_ids, new_messages)
         observation = next_observation
     return recorder.episode
+
+
+async def isolated_step(
+    env: Env, action: str, observation: Any
+) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """``env.step(action)`` in a worker thread; a step that raises gives
+    ``(observation, 0.0, False, True, step_failure_info(exc))`` instead (logged): a truncated
+    step marked as an infrastructure failure (`xpgym.core.errors`), as a vector env reports a
+    failed sub-env. `observation` is the one the policy acted on."""
+    try:
+        return await asyncio.to_thread(env.step, action)
+    except Exception as exc:  # isolation: a broken env is not the policy's doing
+        logger.warning("%r: the env step failed: %r", env, exc)
+        return observation, 0.0, False, True, step_failure_info(exc)
 
 
 def _budget(
