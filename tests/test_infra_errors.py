@@ -65,9 +65,11 @@ def test_the_cause_round_trips_through_json() -> None:
     assert Episode.from_json(episode.to_json()) == episode
 
 
-def test_json_written_before_outcomes_existed_loads_as_ok() -> None:
+def test_json_written_before_outcomes_existed_loads_as_ok_and_is_written_the_same() -> None:
     old = {"env_id": "toy", "seed": 1, "group_id": None, "turns": [], "info": {}}
     assert Episode.from_dict(old).outcome == "ok"
+    assert Episode.from_dict(old).to_dict() == old
+    assert Episode.from_dict({**old, "outcome": "ok", "infra_error": None}).outcome == "ok"
 
 
 def test_an_outcome_that_disagrees_with_the_cause_is_refused() -> None:

@@ -153,8 +153,9 @@ class Episode:
             of advantage statistics and the loss (`xpgym.core.layouts`). A dict
             ``{"kind", "message"}`` is accepted and becomes an `InfraCause`.
 
-    JSON: `to_dict` writes ``"outcome"`` (`outcome`) and ``"infra_error"`` (``None`` or
-    ``{"kind", "message"}``); `from_dict` reads JSON written before these existed as
+    JSON: `to_dict` of an infra-error episode adds ``"outcome": "infra_error"`` and
+    ``"infra_error": {"kind", "message"}``; an ok episode's JSON has neither (it is byte for
+    byte what it was before outcomes existed), and `from_dict` reads JSON without them as
     ``"ok"``.
     """
 
@@ -207,8 +208,10 @@ class Episode:
         ]
         for name in ("env_id", "seed", "group_id", "info"):
             data[name] = _json_copy(data[name], f"Episode.{name}")
-        data["outcome"] = self.outcome
-        data["infra_error"] = None if self.infra_error is None else self.infra_error.to_dict()
+        del data["infra_error"]
+        if self.infra_error is not None:  # an ok episode's JSON is what it was before outcomes
+            data["outcome"] = self.outcome
+            data["infra_error"] = self.infra_error.to_dict()
         return data
 
     @classmethod
