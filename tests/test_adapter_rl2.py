@@ -52,6 +52,7 @@ from xpgym.adapters.rl2 import (  # noqa: E402
     to_tensor_dict,
     turn_advantages,
 )
+from xpgym.core import registry  # noqa: E402
 from xpgym.core.advantages import grpo  # noqa: E402
 from xpgym.core.episode_runner import make_tasks  # noqa: E402
 
@@ -271,8 +272,11 @@ def test_an_infra_error_member_has_no_action_and_no_part_in_turn_advantages() ->
     assert not got[-1].any()
 
 
-def test_env_module_ends_an_episode_whose_env_step_raises(tokenizer: Any) -> None:
-    xpgym.register("test:RL2Toy-v0", "toy_envs:ToyEnv", override=True, episode_length=3)
+def test_env_module_ends_an_episode_whose_env_step_raises(
+    tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
+    xpgym.register("test:RL2Toy-v0", "toy_envs:ToyEnv", episode_length=3)
     live = dict(rl2._LIVE)
     _, responses = play_like_rl2(tokenizer, ["raise"] * 3, max_turns=3, env_id="test:RL2Toy-v0")
     assert len(responses) == 1  # ToyEnv raises on "raise": the episode ends there

@@ -17,6 +17,7 @@ from random_byte_lm import EOS_ID, tiny_tokenizer
 from toy_envs import ToyEnv
 
 import xpgym
+from xpgym.core import registry
 from xpgym.core.advantages import (
     discounted_returns,
     dr_grpo,
@@ -188,9 +189,10 @@ def test_a_tool_that_raises_is_a_tool_backend_error() -> None:
     assert "ConnectionError: backend unreachable" in cause.message
 
 
-@pytest.fixture(scope="module")
-def toy_server() -> Any:
-    xpgym.register("test:InfraToy-v0", "toy_envs:ToyEnv", override=True, episode_length=3)
+@pytest.fixture
+def toy_server(monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
+    xpgym.register("test:InfraToy-v0", "toy_envs:ToyEnv", episode_length=3)
     with BackgroundServer(["test:InfraToy-*"]) as server:
         yield server
 
