@@ -14,6 +14,7 @@ D          g1     5 6 | 40                                 40                0.0
 =========  =====  =======================================  ================  ===========
 
 (``[..]``: env/tool tokens.) A ends terminated, B truncated (turn limit), C and D terminated.
+`with_failed_member` adds E, an infra-error member of g0.
 Every turn carries sampler log-probs ``-(token id) / 100``.
 """
 
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from xpgym.core.errors import InfraCause
 from xpgym.core.trajectory import Episode, Turn
 
 GAMMA = 0.9
@@ -65,6 +67,21 @@ def episodes() -> list[Episode]:
     )
     d = Episode("toy", seed=2, group_id="g1", turns=[_turn([5, 6], [40], 0.0, terminated=True)])
     return [a, b, c, d]
+
+
+def with_failed_member() -> list[Episode]:
+    """A, B, C, D and E: a third member of group g0 whose episode ended on an infrastructure
+    failure (a grader timeout). Its reward, 5.0, would move g0's statistics if it counted.
+
+    E's row: ``1 2 3 | 50 51``; reward 5.0, terminated."""
+    failed = Episode(
+        "toy",
+        seed=1,
+        group_id="g0",
+        turns=[_turn([1, 2, 3], [50, 51], 5.0, terminated=True)],
+        infra_error=InfraCause("grader_timeout", "grading took over 5 s"),
+    )
+    return [*episodes(), failed]
 
 
 # Per-turn rewards and returns with GAMMA = 0.9, by hand:

@@ -35,6 +35,7 @@ from adapter_cases import (  # noqa: E402
     TURN_REWARDS,
     episodes,
     rebn_reference,
+    with_failed_member,
 )
 from oat.types import Transition, TransitionData  # noqa: E402
 from random_byte_lm import EOS_ID, tiny_tokenizer  # noqa: E402
@@ -604,3 +605,19 @@ class TestOatClassesOverStubs:
         small = args_cls(rollout_batch_size=64, pi_buffer_maxlen_per_device=31)
         with pytest.raises(ValueError, match="pi_buffer_maxlen_per_device"):
             learner.prepare_data(RecordingStrategy(small, world_size=2), None)
+
+
+# --------------------------------------------------------------------------------------
+# Infrastructure failures (xpgym.core.errors)
+# --------------------------------------------------------------------------------------
+
+
+def test_infra_error_episodes_give_no_rows_so_rebn_is_that_of_the_others() -> None:
+    rows = to_transition_data(with_failed_member(), gamma=GAMMA)
+    base = to_transition_data(episodes(), gamma=GAMMA)
+    assert [row.rewards for row in rows] == [row.rewards for row in base]
+    assert [row.info for row in rows] == [row.info for row in base]
+    returns = torch.tensor([row.rewards[-1] for row in rows])
+    want = torch.tensor([row.rewards[-1] for row in base])
+    assert torch.equal(batch_normalize(returns), batch_normalize(want))
+    assert len(to_transitions(with_failed_member())) == len(episodes())

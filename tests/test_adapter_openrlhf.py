@@ -41,6 +41,7 @@ from adapter_cases import (  # noqa: E402
     episodes,
     per_token,
     rebn_reference,
+    with_failed_member,
 )
 
 from parity.trainers._stand_ins import stand_ins  # noqa: E402
@@ -408,3 +409,52 @@ def test_recipe_flags_pass_openrlhfs_own_parser(
     assert args.train.agent_func_path.endswith("openrlhf_agent_func.py")
     assert args.reward.remote_url == ["agent"]  # the executor supplies rewards
     assert args.rollout.n_samples_per_prompt == n
+
+
+# --------------------------------------------------------------------------------------
+# Infrastructure failures (xpgym.core.errors)
+# --------------------------------------------------------------------------------------
+
+
+def healthy_row_advantages(experience: Any, rows: int) -> np.ndarray:
+    """The constant advantage of each of the first `rows` rows, over its action tokens."""
+    adv, mask = experience.advantages.numpy(), experience.action_mask.numpy() == 1
+    return np.array([adv[b][mask[b]][0] for b in range(rows)])
+
+
+def test_an_infra_error_member_keeps_the_group_mean_of_the_others(openrlhf_internals: Any) -> None:
+    """OpenRLHF groups fixed blocks, so the failed member stays in its block with the
+    healthy mean as reward (`infra_filled_scores`): Dr.GRPO is exact, group_norm's std is
+    that of the healthy members times sqrt((m + k - 1) / (m - 1)) = sqrt(2) (m=2, k=1)."""
+    cases = with_failed_member()
+    block = [cases[0], cases[1], cases[4]]  # g0: A, B and the failed E
+    experience = to_experience(block, pad_token_id=0, n_samples_per_prompt=3)
+    assert experience.rewards.tolist() == [1.0, 0.0, 0.5]
+    assert not experience.action_mask[2].any()  # loss mask 0 on its tokens
+    assert experience.info["infra_error"].tolist() == [0.0, 0.0, 1.0]
+    (exp,) = run_openrlhf(openrlhf_internals, [experience], "dr_grpo", n=3)
+    np.testing.assert_allclose(
+        healthy_row_advantages(exp, 2), dr_grpo([1.0, 0.0], ["g0"] * 2), atol=1e-6
+    )
+    experience = to_experience(block, pad_token_id=0, n_samples_per_prompt=3)
+    (exp,) = run_openrlhf(openrlhf_internals, [experience], "group_norm", n=3)
+    exact = grpo([1.0, 0.0], ["g0"] * 2, eps=1e-9)
+    np.testing.assert_allclose(healthy_row_advantages(exp, 2), exact * np.sqrt(2), atol=1e-6)
+    assert not exp.advantages[2].any()
+
+
+def test_the_turn_override_leaves_out_an_infra_error_member(openrlhf_internals: Any) -> None:
+    install_turn_rebn()
+    (exp,) = run_openrlhf(openrlhf_internals, [labelled(with_failed_member(), "rebn")], "reinforce")
+    (base,) = run_openrlhf(openrlhf_internals, [labelled(episodes(), "rebn")], "reinforce")
+    got, want = exp.advantages.numpy(), base.advantages.numpy()
+    np.testing.assert_allclose(got[:4, : want.shape[1]], want, atol=1e-6)
+    assert not got[4].any()
+
+
+def test_an_infra_error_agent_output_has_no_action_range() -> None:
+    failed = with_failed_member()[4]
+    output = agent_output(failed, prompt="p", label=None)
+    assert output["action_ranges"] == []
+    assert output["extra_logs"]["xpgym_infra_error"] == 1.0
+    assert json.loads(output["label"])["turn_rewards"] == []

@@ -36,10 +36,12 @@ from adapter_cases import (  # noqa: E402
     TURN_REWARDS,
     episodes,
     rebn_reference,
+    with_failed_member,
 )
 from omegaconf import OmegaConf  # noqa: E402
 from RL2.datasets import pack_tensor_dicts, state_dict_to_tensor_dict  # noqa: E402
 
+import xpgym  # noqa: E402
 from parity.trainers._stand_ins import stand_ins  # noqa: E402
 from xpgym.adapters import rl2  # noqa: E402
 from xpgym.adapters.rl2 import (  # noqa: E402
@@ -50,6 +52,7 @@ from xpgym.adapters.rl2 import (  # noqa: E402
     to_tensor_dict,
     turn_advantages,
 )
+from xpgym.core import registry  # noqa: E402
 from xpgym.core.advantages import grpo  # noqa: E402
 from xpgym.core.episode_runner import make_tasks  # noqa: E402
 
@@ -205,12 +208,15 @@ def tokenizer(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def play_like_rl2(
-    tokenizer: Any, actions: list[str], max_turns: int
+    tokenizer: Any,
+    actions: list[str],
+    max_turns: int,
+    env_id: str = "game:GuessTheNumber-v0-easy",
 ) -> tuple[list[str], list[dict]]:
     """RL2 0.0.2's ``Rollout.rollout`` loop (texts only), with scripted actions."""
 
     async def run() -> tuple[list[str], list[dict]]:
-        task = make_tasks("game:GuessTheNumber-v0-easy", 1, seed=0)[0]
+        task = make_tasks(env_id, 1, seed=0)[0]
         extra_info = make_extra_info(task, tokenizer="tiny", max_turns=max_turns)
         state_text, extra_info = await reset(extra_info)
         texts, responses = [state_text], []
@@ -246,3 +252,33 @@ def test_env_module_ends_at_max_turns_and_frees_the_env(tokenizer: Any) -> None:
     assert len(responses) == 2
     assert responses[-1]["done"]
     assert live == rl2._LIVE  # no episode left behind
+
+
+# --------------------------------------------------------------------------------------
+# Infrastructure failures (xpgym.core.errors)
+# --------------------------------------------------------------------------------------
+
+
+def test_an_infra_error_member_has_no_action_and_no_part_in_turn_advantages() -> None:
+    config = OmegaConf.create({"estimator": "xpgym_rebn", "gamma": GAMMA})
+    tensor_dict, cu_seqs = to_tensor_dict(with_failed_member())
+    assert not tensor_dict["action_mask"][-1].any()  # loss mask 0 on its tokens
+    assert not tensor_dict["rewards"][-1].any()
+    turn_advantages(config, tensor_dict, cu_seqs)
+    base, base_seqs = to_tensor_dict(episodes())
+    turn_advantages(config, base, base_seqs)
+    got, want = tensor_dict["advantages"].numpy(), base["advantages"].numpy()
+    np.testing.assert_allclose(got[:4, : want.shape[1]], want, atol=1e-6)
+    assert not got[-1].any()
+
+
+def test_env_module_ends_an_episode_whose_env_step_raises(
+    tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
+    xpgym.register("test:RL2Toy-v0", "toy_envs:ToyEnv", episode_length=3)
+    live = dict(rl2._LIVE)
+    _, responses = play_like_rl2(tokenizer, ["raise"] * 3, max_turns=3, env_id="test:RL2Toy-v0")
+    assert len(responses) == 1  # ToyEnv raises on "raise": the episode ends there
+    assert (responses[0]["done"], responses[0]["reward"]) == (True, 0.0)
+    assert live == rl2._LIVE

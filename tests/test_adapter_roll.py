@@ -25,6 +25,7 @@ from adapter_cases import (
     SCORES,
     TURN_REWARDS,
     episodes,
+    with_failed_member,
 )
 
 from xpgym.adapters.roll import (
@@ -35,7 +36,7 @@ from xpgym.adapters.roll import (
     step_batch,
     trajectory_batch,
 )
-from xpgym.core.advantages import discounted_returns, rebn, turn_rewards
+from xpgym.core.advantages import discounted_returns, grpo, rebn, turn_rewards
 
 L = 16  # sequence_length
 
@@ -148,3 +149,29 @@ def test_sequence_length_is_enforced() -> None:
         trajectory_batch(episodes(), pad_token_id=0, sequence_length=8)
     cut = trajectory_batch(episodes(), pad_token_id=0, sequence_length=8, truncate=True)
     assert cut.batch["input_ids"].shape == (4, 8)
+
+
+# --------------------------------------------------------------------------------------
+# Infrastructure failures (xpgym.core.errors)
+# --------------------------------------------------------------------------------------
+
+
+def test_an_infra_error_member_is_a_group_of_its_own_with_no_loss_and_no_score() -> None:
+    """ROLL's ``mean_std`` grouped by ``traj_group_id`` (the reference formula on the keys
+    ROLL reads) gives the other members exactly their advantages without it."""
+    data = trajectory_batch(with_failed_member(), pad_token_id=0, sequence_length=L)
+    batch, nt = data.batch, data.non_tensor_batch
+    assert not batch["response_mask"][4].any()  # loss mask 0 on its tokens
+    assert not batch["scores"][4].any()
+    assert nt["traj_group_id"][4] == "xpgym-infra-error-4"
+    assert nt["infra_error"].tolist() == [False] * 4 + [True]
+
+    def roll_mean_std(nt: dict[str, np.ndarray], batch: dict[str, np.ndarray]) -> np.ndarray:
+        scores = batch["scores"].sum(axis=1)
+        groups = list(nt["traj_group_id"])
+        return grpo(scores, groups, eps=1e-6, zero_std="zero", zero_std_tol=1e-6)
+
+    base = trajectory_batch(episodes(), pad_token_id=0, sequence_length=L)
+    got = roll_mean_std(nt, batch)
+    np.testing.assert_array_equal(got[:4], roll_mean_std(base.non_tensor_batch, base.batch))
+    assert got[4] == 0.0

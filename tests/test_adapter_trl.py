@@ -27,6 +27,7 @@ from adapter_cases import (  # noqa: E402
     episodes,
     per_token,
     rebn_reference,
+    with_failed_member,
 )
 from trl import GRPOConfig  # noqa: E402
 
@@ -177,3 +178,29 @@ def test_turn_credit_refuses_masked_truncated_completions(tmp_path: Path) -> Non
         )
     with pytest.raises(ValueError, match="turn_advantage"):
         TurnCreditGRPOTrainer(turn_advantage="gae")
+
+
+# --------------------------------------------------------------------------------------
+# Infrastructure failures (xpgym.core.errors)
+# --------------------------------------------------------------------------------------
+
+
+def test_an_infra_error_member_has_no_loss_tokens_and_the_healthy_group_mean() -> None:
+    """TRL groups fixed blocks of num_generations, so the failed member stays in its group
+    with the mean reward of the healthy members (`infra_filled_scores`)."""
+    out = to_rollout_output(with_failed_member())
+    assert out["env_mask"][4] == [0, 0]  # loss mask 0 on its tokens
+    assert out["token_rewards"][4] == [0.0, 0.0]
+    assert out["episode_reward"] == [*SCORES, 0.5]  # E: mean of A and B, not its 5.0
+    assert out["infra_error"] == [False] * 4 + [True]
+
+
+@pytest.mark.parametrize("estimator", ["rebn", "reinforce"])
+def test_turn_credit_leaves_out_an_infra_error_member(estimator: str) -> None:
+    out, base = to_rollout_output(with_failed_member()), to_rollout_output(episodes())
+    got = turn_advantages(out["token_rewards"], _loss_mask(out), estimator=estimator, gamma=GAMMA)
+    want = turn_advantages(
+        base["token_rewards"], _loss_mask(base), estimator=estimator, gamma=GAMMA
+    )
+    np.testing.assert_allclose(got.numpy()[:4, : want.shape[1]], want.numpy(), atol=1e-6)
+    assert not got[4].any()

@@ -29,6 +29,7 @@ from adapter_cases import (  # noqa: E402
     episodes,
     per_token,
     rebn_reference,
+    with_failed_member,
 )
 from omegaconf import OmegaConf  # noqa: E402
 from verl import DataProto  # noqa: E402
@@ -525,3 +526,42 @@ def test_launch_config_composes_and_names_every_algorithm(tmp_path: Path) -> Non
         assert f"algorithm.adv_estimator={estimator}" in overrides
     with pytest.raises(ValueError, match="algorithm must be one of"):
         ppo_overrides(model="m", run_dir=tmp_path, algorithm="ppo")
+
+
+# --------------------------------------------------------------------------------------
+# Infrastructure failures (xpgym.core.errors)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("estimator", "kwargs"),
+    [("grpo", {"norm_adv_by_std_in_grpo": True}), ("rloo", {}), ("xpgym_rebn", {})],
+)
+def test_an_infra_error_member_leaves_the_others_advantages_as_if_absent(
+    estimator: str, kwargs: dict[str, Any]
+) -> None:
+    register_estimators()
+    want = advantages(to_data_proto(episodes(), pad_token_id=0), estimator, **kwargs)
+    data = to_data_proto(with_failed_member(), pad_token_id=0)
+    got = advantages(data, estimator, **kwargs)
+    np.testing.assert_allclose(got[:4, : want.shape[1]], want, atol=1e-6)
+    assert not data.batch["response_mask"][4].any()  # loss mask 0 on its tokens
+    assert not got[4].any()
+
+
+def test_the_batch_counts_infra_error_episodes_by_cause() -> None:
+    data = to_data_proto(with_failed_member(), pad_token_id=0, layout="per_turn", gamma=GAMMA)
+    assert data.meta_info["xpgym_metrics"] == {
+        "infra_error_episodes": 1.0,
+        "infra_error_episodes/grader_timeout": 1.0,
+    }
+    assert data.non_tensor_batch["uid"][-1] == "xpgym-infra-error-4"
+
+
+def test_an_infra_error_agent_loop_output_has_no_loss_tokens_and_names_its_cause() -> None:
+    (output,) = episode_outputs(with_failed_member()[4], layout="per_episode", gamma=GAMMA)
+    assert output.response_ids == [50, 51]
+    assert output.response_mask == [0, 0]
+    assert output.extra_fields["infra_error"] == "grader_timeout"
+    (ok,) = episode_outputs(episodes()[2], layout="per_episode", gamma=GAMMA)
+    assert ok.extra_fields["infra_error"] is None

@@ -239,12 +239,30 @@ def test_a_malformed_response_fails_its_episode_and_retry_failed_reruns_only_it(
     assert len(lines) == 3  # the failed record stays; the retried one after it wins
 
 
-def test_an_env_that_fails_mid_episode_gives_a_failed_record(tmp_path, chat_server, toy_id):
+def test_an_env_that_crashes_mid_episode_gives_an_infra_error_record(tmp_path, chat_server, toy_id):
     server = chat_server(lambda body, n: Reply(body=completion("raise")))  # ToyEnv raises
     run_eval(config(tmp_path, spec_of(server), envs=[toy_id], episodes=1))
     (record,) = load_records(tmp_path / "run" / "episodes.jsonl").values()
-    assert record["status"] == "failed"
-    assert "the env failed: RuntimeError" in record["error"]
+    assert record["status"] == "infra_error"
+    assert record["error"] == "sub_env_crash: RuntimeError: toy failure"
+    assert record["infra_error"]["kind"] == "sub_env_crash"
+    assert record["results"] == []
+    assert Episode.from_dict(record["episode"]).outcome == "infra_error"
+
+
+def test_infra_errors_are_reported_apart_from_failures(tmp_path, chat_server, toy_id):
+    server = chat_server(lambda body, n: Reply(body=completion("raise")))
+    summary = run_eval(config(tmp_path, spec_of(server), envs=[toy_id], episodes=2))
+    assert (summary.completed, summary.failed, summary.infra_errors) == (0, 0, 2)
+    assert summary.infra_errors_by_kind == {"sub_env_crash": 2}
+    (row,) = summary.rows
+    assert (row.failed, row.infra_errors, row.success_rate) == (0, 2, None)
+    saved = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert saved["episodes"]["infra_errors"] == 2
+    assert saved["episodes"]["infra_errors_by_kind"] == {"sub_env_crash": 2}
+    header, line = format_table(summary.rows).splitlines()
+    columns = dict(zip(header.split(), line.split(), strict=False))
+    assert (columns["FAILED"], columns["INFRA"]) == ("0", "2")
 
 
 # -- resume ---------------------------------------------------------------------------------
@@ -386,7 +404,13 @@ def test_a_local_model_directory_runs_end_to_end_from_the_command_line(
     assert summary["config"]["model"] == str(tiny_model_dir)
     assert summary["config"]["command"] == ["xpgym", *argv]
     assert summary["versions"]["transformers"]
-    assert summary["episodes"] == {"planned": 4, "completed": 4, "failed": 0}
+    assert summary["episodes"] == {
+        "planned": 4,
+        "completed": 4,
+        "failed": 0,
+        "infra_errors": 0,
+        "infra_errors_by_kind": {},
+    }
     (row,) = summary["rows"]
     assert row["mean_tokens"] == sum(r["results"][0]["tokens"] for r in records.values()) / 4
     assert set(row["pass_at_k"]) == {"1", "2"}
@@ -595,6 +619,7 @@ def test_the_table_shows_unknown_values_as_dashes(tmp_path):
         "MODEL",
         "DONE",
         "FAILED",
+        "INFRA",
         "SUCCESS",
         "RETURN",
         "TURNS",
@@ -602,8 +627,8 @@ def test_the_table_shows_unknown_values_as_dashes(tmp_path):
         "TOKENS",
         "PASS@1",
     ]
-    assert line.split()[:5] == [EASY, "-", "random", "1/1", "0"]
-    assert line.split()[9] == "-"  # the random baseline has no tokens
+    assert line.split()[:6] == [EASY, "-", "random", "1/1", "0", "0"]
+    assert line.split()[10] == "-"  # the random baseline has no tokens
 
 
 def test_importing_the_eval_package_imports_nothing_heavy():

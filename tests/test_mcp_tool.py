@@ -270,6 +270,7 @@ def test_server_exception_and_unknown_function_are_error_observations(
     crashed = toolset.call("fail", {"message": "secret detail"})
     assert not crashed.ok
     assert crashed.info["exit_reason"] == "tool_error"
+    assert "infra_error" not in crashed.info  # the tool judged the call
     assert crashed.observation == "Error executing tool fail"  # the server keeps the details
     unknown = toolset.call("drop_everything", {})
     assert not unknown.ok
@@ -443,6 +444,7 @@ def test_a_server_that_dies_gives_error_observations(store: Path, errlog: TextIO
     died = toolset.call("exit_server", {"code": 3})
     assert not died.ok
     assert died.info["exit_reason"] == "disconnected"
+    assert died.info["infra_error"]["kind"] == "tool_backend_error"  # not the model's fault
     after = toolset.call("query", {"sql": "SELECT 1"})
     assert not after.ok
     assert after.info["exit_reason"] == "disconnected"

@@ -441,6 +441,7 @@ def test_http_500_is_a_failed_call_with_the_status(scripted: Any) -> None:
     result = SearchTool(HTTPSearchBackend(_url(scripted))).execute(call("q"))
     assert not result.ok
     assert result.info["exit_reason"] == "http_error"
+    assert result.info["infra_error"]["kind"] == "tool_backend_error"
     assert "HTTP 500" in result.observation
     assert "index offline" in result.observation
 

@@ -285,7 +285,10 @@ def test_tool_that_raises_counts_as_a_failed_call_with_its_error_as_observation(
     assert obs == "Tool 'buggy' failed: RuntimeError: tool bug"
     assert not terminated
     assert info["tool_calls"][0]["ok"] is False
-    assert info["tool_calls"][0]["info"] == {"exception": "RuntimeError"}
+    assert info["tool_calls"][0]["info"] == {
+        "exception": "RuntimeError",
+        "infra_error": {"kind": "tool_backend_error", "message": "RuntimeError: tool bug"},
+    }
     assert env.unwrapped.turn == 0
 
 

@@ -32,6 +32,7 @@ from xpgym.core.advantages import (  # noqa: E402
 )
 from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
 from xpgym.core.env import Wrapper  # noqa: E402
+from xpgym.core.errors import InfraCause  # noqa: E402
 from xpgym.core.policies.hf import HFPolicy  # noqa: E402
 from xpgym.core.rollout import RolloutCollector  # noqa: E402
 from xpgym.core.trajectory import Episode, Turn  # noqa: E402
@@ -352,6 +353,21 @@ def test_advantages_are_those_of_the_core_reference(episodes, algorithm, layout)
     tokens = broadcast_to_tokens(want[batch.rows.episode_index], batch.rows.turn_index)
     assert torch.equal(batch.advantages, torch.as_tensor(tokens, dtype=torch.float32))
     assert np.abs(want).sum() > 0
+
+
+@pytest.mark.parametrize("algorithm", ["rebn", "grpo"])
+def test_an_infra_error_member_is_left_out_of_the_batch_and_counted(tokenizer, episodes, algorithm):
+    failed = make_episode(tokenizer, [5.0], group_id="a", seed=5)
+    failed.infra_error = InfraCause("sub_env_crash", "RuntimeError: env bug")
+    cfg = config(algorithm=algorithm, gamma=0.9)
+    trainer = Trainer(random_byte_lm.tiny_model(seed=0), cfg)
+    with_failed = trainer.make_batch([*episodes, failed])
+    want = trainer.make_batch(episodes)
+    np.testing.assert_array_equal(with_failed.turn_advantages, want.turn_advantages)
+    assert torch.equal(with_failed.advantages, want.advantages)
+    metrics = trainer.train_step([*episodes, failed])
+    assert metrics["infra_error_episodes"] == 1.0
+    assert metrics["infra_error_episodes/sub_env_crash"] == 1.0
 
 
 def test_advantage_kwargs_reach_the_estimator(episodes):

@@ -372,14 +372,13 @@ def _eval_command(args: argparse.Namespace) -> int:
     sys.stdout.write(report.format_table(summary.rows) + "\n")
     sys.stderr.write(
         f"{summary.completed} of {summary.planned} episodes completed, {summary.failed} "
-        f"failed; wrote {evaluation.episodes_path}, "
-        + ", ".join(str(path) for path in summary.files)
-        + "\n"
+        f"failed, {summary.infra_errors} infrastructure errors; wrote "
+        f"{evaluation.episodes_path}, " + ", ".join(str(path) for path in summary.files) + "\n"
     )
     sys.stderr.write(f"view the episodes: python -m xpgym view {evaluation.out_dir}\n")
-    if summary.failed:
+    if summary.failed or summary.infra_errors:
         sys.stderr.write("re-run with the same --out and --retry-failed to retry the failed ones\n")
-    return 1 if summary.failed else 0
+    return 1 if summary.failed or summary.infra_errors else 0
 
 
 def _view_command(args: argparse.Namespace) -> int:

@@ -40,6 +40,11 @@ learner puts each row's last reward (times ``reward_scale``, default 1) on the r
 response token and hands those ``[B, L - 1]`` rewards to ``compute_monte_carlo_advantages``,
 which sums them: each row's advantage input is ``G_t``.
 
+Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`) give no
+rows: both converters leave them out (logged), so ReBN's batch statistics and the loss are
+exactly those of the other episodes (Oat's actor samples its rows from the turns it
+collected, so the row count does not depend on them).
+
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "Oat".
 """
@@ -62,7 +67,7 @@ from oat.types import Transition, TransitionData  # noqa: E402
 from xpgym.core.advantages import discounted_returns, turn_rewards  # noqa: E402
 from xpgym.core.episode_runner import generation_from_ids  # noqa: E402
 from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import Episode  # noqa: E402
+from xpgym.core.trajectory import Episode, infra_error_metrics  # noqa: E402
 
 __all__ = [
     "OatEnginePolicy",
@@ -90,7 +95,8 @@ def to_transition_data(
     """One ``TransitionData`` per turn, in episode then turn order (module docstring).
 
     Args:
-        episodes: Episodes whose turns have token ids and non-empty responses.
+        episodes: Episodes whose turns have token ids and non-empty responses; infra-error
+            episodes are left out (``info["episode"]`` still indexes `episodes`).
         gamma: Discount per turn of the returns placed on each turn's last token.
         tokenizer: Decodes ``prompt_ids`` into ``prompt`` (default: the observation text).
         ignore_no_eos: ``loss_mask=False`` for turns whose generation was cut
@@ -99,7 +105,9 @@ def to_transition_data(
     rewards, mask = turn_rewards(episodes)
     returns = discounted_returns(rewards, mask, gamma)
     out = []
-    for e, episode in enumerate(episodes):
+    for e, episode in enumerate(_healthy(episodes)):
+        if episode is None:
+            continue
         for t, turn in enumerate(episode.turns):
             if turn.prompt_ids is None or not turn.response_ids:
                 raise ValueError(f"episode {e} turn {t} has no prompt ids or no response ids")
@@ -135,9 +143,12 @@ def to_transitions(episodes: Sequence[Episode], *, tokenizer: Any = None) -> lis
     ``rewards`` is the turn's own reward (Oat's multi-turn learner discounts); ``done`` is
     True on the last turn; ``action_is_formatted`` is ``not info["invalid_action"]``;
     ``info`` is ``{"turn": t}`` (numbers only: Oat averages every key into actor metrics).
+    Infra-error episodes are left out.
     """
     out = []
-    for episode in episodes:
+    for episode in _healthy(episodes):
+        if episode is None:
+            continue
         transitions = []
         for t, turn in enumerate(episode.turns):
             prompt = str(turn.observation)
@@ -161,6 +172,14 @@ def to_transitions(episodes: Sequence[Episode], *, tokenizer: Any = None) -> lis
             )
         out.append(transitions)
     return out
+
+
+def _healthy(episodes: Sequence[Episode]) -> list[Episode | None]:
+    """`episodes` with each infra-error episode replaced by None (logged)."""
+    failed = infra_error_metrics(episodes)["infra_error_episodes"]
+    if failed:
+        logger.warning("left out %d infra-error episodes of %d", failed, len(episodes))
+    return [None if ep.infra_error is not None else ep for ep in episodes]
 
 
 # --------------------------------------------------------------------------------------
@@ -308,7 +327,7 @@ def oat_classes() -> tuple[type, type, type]:
             rng = np.random.default_rng(np.random.SeedSequence(words))
             rows = len(prompts)  # Oat's collector splits the rows among ranks by prompt
             episodes: list[Episode] = []
-            while sum(len(episode.turns) for episode in episodes) < rows:
+            while sum(len(ep.turns) for ep in episodes if ep.infra_error is None) < rows:
                 seed = int(rng.integers(2**63))
                 episodes += self._xpgym_collector.collect(self.args.episodes_per_step, seed=seed)
             data = to_transition_data(

@@ -50,6 +50,14 @@ Reward placement: OpenRLHF's ``compute_reward`` puts ``rewards`` (clipped to
 ``--reward.clip_range``, default ±10) on the last 1 of ``action_mask``, i.e. the episode's
 last policy token; per-turn rewards survive only in the label (used by the override).
 
+Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`) have
+``action_mask`` 0 (no loss; no turn in the per-turn override, their label's ``turn_rewards``
+is empty) and ``info["infra_error"]`` 1.0 (OpenRLHF logs its batch mean). OpenRLHF groups
+fixed blocks of ``n_samples_per_prompt``, so a failed member cannot leave its group: in
+`to_experience` its reward is the healthy members' mean (`infra_filled_scores`, which names
+the exact effect on ``group_norm``'s std); the agent executor sees one sample at a time and
+passes the recorded total (usually 0.0), which the group statistics then count.
+
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "OpenRLHF".
 """
@@ -76,6 +84,7 @@ from openrlhf.utils.agent import AgentExecutorBase  # noqa: E402
 
 from xpgym.core.advantages import (  # noqa: E402
     TOKEN_ESTIMATORS,
+    infra_filled_scores,
     token_advantages,
     turn_index_from_mask,
 )
@@ -159,7 +168,9 @@ def _label_with_rewards(label: str | None, episode: Episode) -> str:
         }
     else:
         data = _parse_label(label)
-    data["turn_rewards"] = [turn.reward for turn in episode.turns]
+    # an infra-error episode has no trained turn (its action_mask is 0)
+    failed = episode.infra_error is not None
+    data["turn_rewards"] = [] if failed else [turn.reward for turn in episode.turns]
     return json.dumps(data)
 
 
@@ -202,7 +213,7 @@ def to_experience(
     first = np.argmax(policy, axis=1)
     last = policy.shape[1] - 1 - np.argmax(policy[:, ::-1], axis=1)
     truncated = [bool(ep.turns[-1].info.get("generation_truncated", False)) for ep in episodes]
-    rewards = torch.from_numpy(rows.reward.astype(np.float32))
+    rewards = torch.from_numpy(infra_filled_scores(episodes).astype(np.float32))
     logprobs = None
     if rows.rollout_logprobs is not None:
         logprobs = torch.from_numpy(
@@ -218,7 +229,7 @@ def to_experience(
         rollout_log_probs=logprobs,
         rewards=rewards,
         scores=rewards.clone(),
-        response_length=torch.from_numpy(last - first + 1),
+        response_length=torch.from_numpy(np.where(policy.any(axis=1), last - first + 1, 0)),
         truncated=torch.tensor(truncated, dtype=torch.bool),
         total_length=torch.from_numpy(rows.attention_mask.sum(axis=1).astype(np.float32)),
         index=list(range(len(rows))),
@@ -230,6 +241,7 @@ def to_experience(
             "reward": rewards.clone(),
             "score": rewards.clone(),
             "response_clip_ratio": torch.from_numpy(rows.overlong.copy()),
+            "infra_error": torch.from_numpy(rows.infra_error.astype(np.float32)),
         },
     )
 
@@ -459,7 +471,7 @@ def agent_output(
     """
     row = episode_rows([episode]).row(0)
     ranges = []
-    for t in range(row.num_turns):
+    for t in range(row.num_turns if episode.infra_error is None else 0):  # infra: no action
         positions = np.flatnonzero(row.turn_index == t)
         ranges.append((int(positions[0]), int(positions[-1]) + 1))
     logprobs = None
@@ -480,5 +492,6 @@ def agent_output(
         "extra_logs": {
             "xpgym_turns": float(len(episode.turns)),
             "xpgym_correct": float(bool(last.info.get("correct", False))),
+            "xpgym_infra_error": float(episode.infra_error is not None),
         },
     }

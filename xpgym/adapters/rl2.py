@@ -41,6 +41,14 @@ key               dtype    shape        meaning
 An episode is one sequence when its prompts extend each other (token-exact turns), else
 it is split where they stop doing so (RL2's rule; `episode_rows(on_mismatch="split")`).
 
+Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): in
+`to_tensor_dict` their sequences have ``action_mask`` 0 and ``rewards`` 0 (no loss, no turn
+in the per-turn override `turn_advantages`). RL2's own ``reinforce`` groups fixed blocks of
+``responses_per_prompt`` over action tokens only, so there a failed member counts with score
+0. The env module (`reset`/`step`) ends such an episode at the failed step (``done``; a
+step that raises is one, `xpgym.core.episode_runner.isolated_step`); RL2's
+env API has no per-sample loss mask, so RL2 trains on its turns as on any other.
+
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "RL2".
 
@@ -77,7 +85,7 @@ import torch  # noqa: E402
 from xpgym.core.advantages import token_advantages  # noqa: E402
 from xpgym.core.chat import ChatPromptBuilder, observation_messages  # noqa: E402
 from xpgym.core.env import Env  # noqa: E402
-from xpgym.core.episode_runner import EpisodeTask, task_env_pool  # noqa: E402
+from xpgym.core.episode_runner import EpisodeTask, isolated_step, task_env_pool  # noqa: E402
 from xpgym.core.layouts import (  # noqa: E402
     episode_rows,
     shift_to_predictions,
@@ -285,9 +293,8 @@ async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) ->
     key = extra_info["xpgym_episode"]
     live = _LIVE[key]
     tokenizer = live.builder.tokenizer
-    observation, reward, terminated, truncated, info = await asyncio.to_thread(
-        live.env.step, action_text
-    )
+    step = await isolated_step(live.env, action_text, live.observation)
+    observation, reward, terminated, truncated, info = step
     response_ids = tokenizer.encode(action_text, add_special_tokens=False)
     done = live.recorder.record(
         live.observation,

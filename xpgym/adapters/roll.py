@@ -55,6 +55,13 @@ over the batch. In xpgym's terms (from ROLL's source; not run here)::
     rebn(discounted_returns(r, m, gamma), m, std="unbiased", eps=1e-6,
          zero_std="zero", zero_std_tol=1e-6)
 
+Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): their rows
+have ``response_mask`` False and ``scores`` 0 (no loss), ``traj_group_id``/``group_ids`` a
+group of their own (`xpgym.core.layouts`), so ``mean_std`` grouped by ``traj_group_id`` gives
+the other members exactly their advantages without them; ``non_tensor_batch["infra_error"]``
+marks them. ROLL's batch-grouped normalisation (``step_reinforce``) still counts their rows'
+scores (0.0) in the batch statistics.
+
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "ROLL".
 """
@@ -267,6 +274,7 @@ def _batch(
     first_policy = np.argmax(response_mask, axis=1)
     totals = [ep.total_reward for ep in episodes]
     score_per_row = rows.reward if per_turn else np.array([totals[e] for e in rows.episode_index])
+    score_per_row = np.where(rows.infra_error, 0.0, score_per_row)  # nothing to learn from
     batch = {
         "input_ids": rows.input_ids,
         "attention_mask": rows.attention_mask,
@@ -294,6 +302,7 @@ def _batch(
         "episode_scores": objects(totals[e] for e in rows.episode_index),
         "traj_group_id": groups.copy(),
         "traj_id": traj_ids,
+        "infra_error": objects(bool(x) for x in rows.infra_error),
     }
     if per_turn:
         non_tensor["step_scores"] = objects(float(r) for r in rows.reward)

@@ -34,11 +34,19 @@ key                 per row     meaning
                                 when the episodes carry none
 ``token_rewards``   [C_b] float each turn's reward on its last policy token, 0 elsewhere
 ``episode_reward``  float       the episode's total reward (read by `episode_reward`)
+``infra_error``     bool        the episode failed for an infrastructure reason
 ==================  ==========  =========================================================
 
 TRL pads prompts on the left and completions on the right; ``env_mask`` is padded with 1
 and ``completion_mask`` with 0, so padding is never trained. Extra keys reach the reward
 functions as columns (``token_rewards``, ``episode_reward``).
+
+Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): their
+``env_mask`` is all 0 (no loss; no turn for `turn_advantages`) and ``token_rewards`` 0.
+TRL groups fixed blocks of ``num_generations``, so a failed member cannot leave its group:
+its ``episode_reward`` is the mean of the healthy members of its group among the episodes
+of the call (`xpgym.core.advantages.infra_filled_scores`, which names the exact effect on
+the std). ``infra_error`` (a bool per completion) marks them.
 
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "TRL".
@@ -61,7 +69,12 @@ import_trainer("trl", adapter="trl", install=_INSTALL)
 import torch  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
-from xpgym.core.advantages import TOKEN_ESTIMATORS, TokenEstimator, token_advantages  # noqa: E402
+from xpgym.core.advantages import (  # noqa: E402
+    TOKEN_ESTIMATORS,
+    TokenEstimator,
+    infra_filled_scores,
+    token_advantages,
+)
 from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
 from xpgym.core.episode_runner import (  # noqa: E402
     EpisodeTask,
@@ -104,7 +117,7 @@ def to_rollout_output(episodes: Sequence[Episode]) -> dict[str, Any]:
 
     Returns:
         A dict with ``prompt_ids``, ``completion_ids``, ``env_mask``, ``logprobs``,
-        ``token_rewards`` and ``episode_reward``, in episode order.
+        ``token_rewards``, ``episode_reward`` and ``infra_error``, in episode order.
     """
     rows = episode_rows(episodes)
     # One C-level tolist per field, then list slices per row (TRL takes Python lists).
@@ -114,6 +127,7 @@ def to_rollout_output(episodes: Sequence[Episode]) -> dict[str, Any]:
     flat_logprobs = None if rows.rollout_logprobs is None else rows.rollout_logprobs.tolist()
     bounds = rows.cu_seqlens.tolist()
     prompt_lengths = rows.prompt_length.tolist()
+    scores = infra_filled_scores(episodes)
     out: dict[str, Any] = {
         key: []
         for key in ("prompt_ids", "completion_ids", "env_mask", "token_rewards", "episode_reward")
@@ -125,10 +139,11 @@ def to_rollout_output(episodes: Sequence[Episode]) -> dict[str, Any]:
         out["completion_ids"].append(ids[split:stop])
         out["env_mask"].append(mask[split:stop])
         out["token_rewards"].append(rewards[split:stop])
-        out["episode_reward"].append(float(episodes[episode_index].total_reward))
+        out["episode_reward"].append(float(scores[episode_index]))
         if logprobs is not None and flat_logprobs is not None:
             logprobs.append(flat_logprobs[split:stop])
     out["logprobs"] = logprobs
+    out["infra_error"] = rows.infra_error.tolist()
     return out
 
 

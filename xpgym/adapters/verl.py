@@ -57,6 +57,15 @@ give the same per-turn advantages in both layouts, equal to the reference
 ``eps = 1e-9`` added to the std). verl's built-in ``grpo``/``rloo`` read each row's reward
 sum, so they need ``per_episode`` rows (sum = the episode's total reward).
 
+Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): their rows
+have ``response_mask`` 0 and ``rm_scores`` 0 (`xpgym.core.layouts`), so no loss and no turn
+in ``xpgym_reinforce``/``xpgym_rebn``; in `to_data_proto` their ``uid`` is a group of their
+own, so verl's ``grpo``/``rloo`` statistics of the other members are exactly those without
+them. ``meta_info["xpgym_metrics"]`` holds `infra_error_metrics`. In the agent loop verl
+assigns ``uid`` per prompt before the rollout: a failed sample stays in its group with score
+0 (no loss of its own); each output's ``extra_fields["infra_error"]`` names the cause kind
+(``None`` when ok) for verl's logs.
+
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "verl".
 """
@@ -102,7 +111,7 @@ from xpgym.core.episode_runner import (  # noqa: E402
 )
 from xpgym.core.layouts import Layout, PackedRows, build_rows  # noqa: E402
 from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import Episode  # noqa: E402
+from xpgym.core.trajectory import Episode, infra_error_metrics  # noqa: E402
 
 __all__ = [
     "AGENT_NAME",
@@ -185,7 +194,8 @@ def to_data_proto(
         "uid": rows.group_id,
         "__num_turns__": (2 * rows.num_turns).astype(np.int32),
     }
-    return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info={})
+    meta_info = {"xpgym_metrics": infra_error_metrics(episodes)}
+    return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info=meta_info)
 
 
 def _rows(episodes: Sequence[Episode], *, layout: Layout, gamma: float) -> PackedRows:
@@ -526,6 +536,9 @@ def episode_outputs(
                     "turn_scores": [turn.reward for turn in episode.turns],
                     "tool_rewards": [],
                     "reward_extra_info": {},
+                    "infra_error": None
+                    if episode.infra_error is None
+                    else episode.infra_error.kind,
                 },
                 token_rewards=rewards,
             )

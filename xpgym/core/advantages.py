@@ -11,7 +11,15 @@ Layouts
   Values at padding are ignored on input and are 0 on output. `turn_rewards` builds both
   from `Episode`s.
 - Episode level: ``scores: [N]`` (one number per episode, e.g. `episode_scores`) and
-  ``group_ids: [N]``: episodes that started from the same state share an id (GRPO groups).
+  ``group_ids: [N]``: episodes that started from the same state share an id (GRPO groups;
+  `xpgym.core.trajectory.training_group_ids` gives them, with an infra-error episode in a
+  group of its own).
+
+Infrastructure failures (``Episode.outcome == "infra_error"``, `xpgym.core.errors`) are not
+the policy's doing and are kept out of every statistic: `turn_rewards` gives their turns mask
+False, `training_group_ids` a group of their own, and `xpgym.core.layouts` rows response
+mask 0, so `token_advantages` sees no turn of theirs. The healthy episodes' advantages are
+then exactly those computed without the failed ones.
 - Token level: `broadcast_to_tokens` copies per-turn (or per-episode) values onto token
   positions given each token's turn index (-1 for tokens the policy did not write).
 - Rows and token tensors, for trainers that see rows rather than episodes: `row_returns`
@@ -95,6 +103,7 @@ __all__ = [
     "episode_scores",
     "episode_terminated",
     "grpo",
+    "infra_filled_scores",
     "per_turn_sums",
     "rebn",
     "rloo",
@@ -130,13 +139,19 @@ def turn_rewards(episodes: Sequence[Episode]) -> tuple[NDArray[np.float64], NDAr
         ``(rewards, mask)``: ``rewards: [B, T]`` float64 with ``rewards[b, t]`` the reward of
         turn ``t`` of ``episodes[b]`` and 0 at padding; ``mask: [B, T]`` bool, True on real
         turns (a prefix of each row). ``T`` is the longest episode's turn count (0 when every
-        episode is empty).
+        episode is empty). An infra-error episode (``outcome == "infra_error"``,
+        `xpgym.core.errors`) counts as empty: reward 0 and mask False on all its turns, so
+        every function here leaves it out of its statistics and gives it 0.
     """
-    lengths = np.fromiter((len(ep.turns) for ep in episodes), dtype=np.int64, count=len(episodes))
-    horizon = int(lengths.max()) if lengths.size else 0
+    lengths = np.fromiter(
+        (0 if ep.infra_error is not None else len(ep.turns) for ep in episodes),
+        dtype=np.int64,
+        count=len(episodes),
+    )
+    horizon = max((len(ep.turns) for ep in episodes), default=0)
     mask = np.arange(horizon) < lengths[:, None]
     flat = np.fromiter(
-        (turn.reward for ep in episodes for turn in ep.turns),
+        (turn.reward for ep in episodes if ep.infra_error is None for turn in ep.turns),
         dtype=np.float64,
         count=int(lengths.sum()),
     )
@@ -441,6 +456,34 @@ def rloo(
     if single_member == "keep":
         out[~multi] = s[~multi]
     return out
+
+
+def infra_filled_scores(episodes: Sequence[Episode]) -> NDArray[np.float64]:
+    """``[N]`` episode scores for trainers whose groups are fixed blocks of samples.
+
+    OpenRLHF, TRL and RL2 group ``n`` consecutive samples and cannot leave one out. There an
+    infra-error episode (`xpgym.core.errors`) gets the mean score of the healthy members of
+    its group (``Episode.group_id``; 0.0 when it has none), every other episode its total
+    reward. With ``m`` healthy members of mean ``mu`` and squared deviations ``S``, the
+    group's mean stays ``mu`` (Dr.GRPO and mean baselines are exactly those of the healthy
+    members) and its deviations stay ``S``, so GRPO's std over the ``m + k`` samples (``k``
+    failed) is ``sqrt(S / (m + k - 1))`` unbiased (``sqrt(S / (m + k))`` population) instead
+    of the healthy ``sqrt(S / (m - 1))``: each healthy advantage is the exact one times
+    ``sqrt((m + k - 1) / (m - 1))`` (``sqrt((m + k) / m)`` population), eps aside. The
+    failed member itself has loss mask 0 (`xpgym.core.layouts`).
+    """
+    scores = np.array([ep.total_reward for ep in episodes], dtype=np.float64)
+    infra = np.array([ep.infra_error is not None for ep in episodes], dtype=bool)
+    if not infra.any():
+        return scores
+    healthy: dict[Hashable, list[float]] = {}
+    for ep, score, failed in zip(episodes, scores, infra, strict=True):
+        if not failed and ep.group_id is not None:
+            healthy.setdefault(ep.group_id, []).append(float(score))
+    for i in np.flatnonzero(infra):
+        members = healthy.get(episodes[i].group_id, [])
+        scores[i] = float(np.mean(members)) if members else 0.0
+    return scores
 
 
 # --------------------------------------------------------------------------------------------

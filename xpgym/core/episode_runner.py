@@ -30,6 +30,14 @@ Limits, as in the collector (visible in the last turn's ``info`` and in ``Episod
 * A generation cut by its budget (``finish_reason == "length"``) is sent to the env as is,
   and its turn gets ``info["generation_truncated"] = True``.
 
+Infrastructure failures (`xpgym.core.errors`): an env step that raises (an `InfraError`, a
+``TimeoutError``, any exception: a crashed env, as in a vector env's failure isolation)
+does not break the trainer's rollout: the turn is recorded with reward 0.0,
+``truncated=True`` and the info of `xpgym.core.errors.step_failure_info`, and the episode
+ends with ``Episode.outcome == "infra_error"``, as does one whose step info carries the
+marker (a grader timeout, a remote 5xx, a broken tool backend). The trainer then keeps it
+out of advantage statistics and the loss. A failing `reset` still raises.
+
 Importing this module imports no trainer, torch or transformers.
 """
 
@@ -45,6 +53,7 @@ from typing import Any, Protocol
 from xpgym.core.chat import ChatPromptBuilder, observation_messages
 from xpgym.core.env import Env
 from xpgym.core.env_pool import EnvPool
+from xpgym.core.errors import step_failure_info
 from xpgym.core.policies import Generation, Policy
 from xpgym.core.recorder import EpisodeRecorder
 from xpgym.core.registry import make
@@ -55,6 +64,7 @@ __all__ = [
     "EpisodeTask",
     "TokenGenerate",
     "generation_from_ids",
+    "isolated_step",
     "make_tasks",
     "policy_generate",
     "run_episode",
@@ -277,6 +287,8 @@ async def run_episode(
 
     Raises:
         ValueError: the first prompt leaves no room to generate.
+        Exception: what ``env.reset`` raises (a failing step ends the episode instead,
+            with ``outcome == "infra_error"``).
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}")
@@ -300,7 +312,7 @@ async def run_episode(
         generation = await generate(list(prompt), budget)
         if generation.token_ids is None:
             raise ValueError("the engine returned a Generation without token_ids")
-        step = await asyncio.to_thread(env.step, generation.text)
+        step = await isolated_step(env, generation.text, observation)
         next_observation, reward, terminated, truncated, info = step
         if recorder.record(
             observation, generation, reward, terminated, truncated, info, prompt_ids=prompt
@@ -310,6 +322,20 @@ async def run_episode(
         prompt = prompt_builder.extend(prompt, generation.token_ids, new_messages)
         observation = next_observation
     return recorder.episode
+
+
+async def isolated_step(
+    env: Env, action: str, observation: Any
+) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """``env.step(action)`` in a worker thread; a step that raises gives
+    ``(observation, 0.0, False, True, step_failure_info(exc))`` instead (logged): a truncated
+    step marked as an infrastructure failure (`xpgym.core.errors`), as a vector env reports a
+    failed sub-env. `observation` is the one the policy acted on."""
+    try:
+        return await asyncio.to_thread(env.step, action)
+    except Exception as exc:  # isolation: a broken env is not the policy's doing
+        logger.warning("%r: the env step failed: %r", env, exc)
+        return observation, 0.0, False, True, step_failure_info(exc)
 
 
 def _budget(

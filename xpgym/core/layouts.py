@@ -49,6 +49,14 @@ agent output). Every row carries its episode's ``group_id`` (`RowInfo.group_id`;
 without one is a group of its own), the GRPO group of trainers that take one (verl ``uid``,
 ROLL ``traj_group_id``).
 
+Infrastructure failures (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): the
+rows of such an episode keep their tokens (batch shapes do not change) but carry nothing a
+trainer could learn from: `response_mask` 0 and `turn_index` -1 on every token (no loss, no
+turn in per-token statistics), `token_rewards` 0 (`reward` keeps the recorded sum, for logs),
+`infra_error` set, and the group id ``f"{INFRA_GROUP_PREFIX}{episode_index}"``, a group of
+its own, so the other members' group mean and std (verl ``uid``, ROLL ``traj_group_id``)
+are those of the healthy members alone.
+
 Length limits: a row longer than the limit raises by default; with ``truncate=True`` it keeps
 its *first* tokens (the tail is cut, so every kept token keeps the exact context it was
 sampled with), and a reward whose token was cut moves to the row's last kept policy token, so
@@ -73,9 +81,16 @@ from typing import Any, Literal, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from xpgym.core.trajectory import Episode, Turn
+from xpgym.core.trajectory import (
+    INFRA_GROUP_PREFIX,
+    UNGROUPED_PREFIX,
+    Episode,
+    Turn,
+    training_group_ids,
+)
 
 __all__ = [
+    "INFRA_GROUP_PREFIX",
     "LAYOUTS",
     "UNGROUPED_PREFIX",
     "Layout",
@@ -96,8 +111,6 @@ __all__ = [
 Layout = Literal["per_turn", "per_episode"]
 LAYOUTS: tuple[str, ...] = ("per_turn", "per_episode")
 
-UNGROUPED_PREFIX = "xpgym-ungrouped-"
-"""Group id given to an episode without ``group_id``: this prefix and the episode's index."""
 
 # --------------------------------------------------------------------------------------
 # Row containers
@@ -129,6 +142,8 @@ class RowInfo:
         truncated: bool, `Turn.truncated` of the row's last turn (the env's limit).
         overlong: bool, the row was longer than a length limit and lost its tail
             (``truncate=True``); unrelated to `truncated`.
+        infra_error: bool, the row's episode has ``outcome == "infra_error"``: its
+            `response_mask` is all 0 and it is a group of its own (module docstring).
     """
 
     episode_index: np.ndarray
@@ -141,6 +156,7 @@ class RowInfo:
     terminated: np.ndarray
     truncated: np.ndarray
     overlong: np.ndarray
+    infra_error: np.ndarray
 
     def __len__(self) -> int:
         return len(self.episode_index)
@@ -261,8 +277,11 @@ class PackedRows(RowInfo):
         trainer reading the reward of a row reads the turn's return. Truncation (`pad`,
         `split`) then moves a cut value to the last kept policy token, like any reward.
 
+        An infra-error row (no policy token) gets no value.
+
         Raises:
-            ValueError: `values` is not ``[B]``, or a row has no policy token.
+            ValueError: `values` is not ``[B]``, or a row that is not an infra-error row
+                has no policy token.
         """
         vals = np.asarray(values, dtype=np.float64)
         if vals.shape != (len(self),):
@@ -270,12 +289,13 @@ class PackedRows(RowInfo):
         policy = np.flatnonzero(self.response_mask)
         last = np.full(len(self), -1, dtype=np.int64)  # each row's last policy token
         np.maximum.at(last, np.searchsorted(self.cu_seqlens, policy, side="right") - 1, policy)
-        if (last < 0).any():
+        empty = (last < 0) & ~self.infra_error
+        if empty.any():
             raise ValueError(
-                f"row {int(np.flatnonzero(last < 0)[0])} has no policy token to put its value on"
+                f"row {int(np.flatnonzero(empty)[0])} has no policy token to put its value on"
             )
         token_rewards = np.zeros_like(self.token_rewards)
-        token_rewards[last] = vals
+        token_rewards[last[last >= 0]] = vals[last >= 0]
         return dataclasses.replace(self, token_rewards=token_rewards)
 
     def pad(
@@ -757,16 +777,21 @@ def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) ->
         (row.first_turn + k for row in rows for k in range(len(row.turns))), np.int64
     )
     turn_list = [turn for row in rows for turn in row.turns]
+    infra = np.array([episodes[row.episode].infra_error is not None for row in rows], bool)
+    # Spans of infra-error rows keep their log-probs but nothing to learn from (docstring).
+    learn_span = np.repeat(~infra, [len(row.turns) for row in rows])
     # Positions of every policy token: each span's start repeated over its length, plus the
     # offset inside the span.
     span_offsets = np.cumsum(span_lengths) - span_lengths
     policy = np.repeat(starts - span_offsets, span_lengths) + np.arange(int(span_lengths.sum()))
+    learn = np.repeat(learn_span, span_lengths)
     response_mask = np.zeros(n_tokens, dtype=np.int64)
-    response_mask[policy] = 1
+    response_mask[policy[learn]] = 1
     turn_index = np.full(n_tokens, -1, dtype=np.int64)
-    turn_index[policy] = np.repeat(turn_ids, span_lengths)
+    turn_index[policy[learn]] = np.repeat(turn_ids, span_lengths)[learn]
     token_rewards = np.zeros(n_tokens, dtype=np.float32)
-    token_rewards[starts + span_lengths - 1] = [turn.reward for turn in turn_list]
+    rewards = np.array([turn.reward for turn in turn_list], dtype=np.float32)
+    token_rewards[(starts + span_lengths - 1)[learn_span]] = rewards[learn_span]
     logprobs = None
     if with_logprobs:
         logprobs = np.zeros(n_tokens, dtype=np.float32)
@@ -776,10 +801,7 @@ def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) ->
             count=len(policy),
         )
     prompt_length = np.array([row.prompt_length for row in rows], dtype=np.int64)
-    group_ids = [
-        f"{UNGROUPED_PREFIX}{e}" if ep.group_id is None else str(ep.group_id)
-        for e, ep in enumerate(episodes)
-    ]
+    group_ids = training_group_ids(episodes)
     group_id = np.empty(n_rows, dtype=object)
     group_id[:] = [group_ids[row.episode] for row in rows]
     return PackedRows(
@@ -793,6 +815,7 @@ def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) ->
         terminated=np.array([row.turns[-1].terminated for row in rows], dtype=bool),
         truncated=np.array([row.turns[-1].truncated for row in rows], dtype=bool),
         overlong=np.zeros(n_rows, dtype=bool),
+        infra_error=infra,
         input_ids=input_ids,
         position_ids=position_ids,
         response_mask=response_mask,
@@ -838,10 +861,11 @@ def on_last_policy_token(values: ArrayLike, response_mask: ArrayLike) -> NDArray
 
     Args:
         values: ``[B]`` one number per row (e.g. `xpgym.core.advantages.row_returns`).
-        response_mask: ``[B, L]`` 0/1, 1 on policy tokens; every row needs at least one.
+        response_mask: ``[B, L]`` 0/1, 1 on policy tokens; a row without one (an
+            infra-error row) must have value 0 and gets nothing.
 
     Raises:
-        ValueError: shapes disagree, or a row has no policy token.
+        ValueError: shapes disagree, or a row without a policy token has a non-zero value.
     """
     vals = np.asarray(values, dtype=np.float64)
     mask = np.asarray(response_mask).astype(bool)
@@ -849,14 +873,15 @@ def on_last_policy_token(values: ArrayLike, response_mask: ArrayLike) -> NDArray
         raise ValueError(
             f"values must be [B] and response_mask [B, L]; got {vals.shape} and {mask.shape}"
         )
-    empty = ~mask.any(axis=1)
-    if empty.any():
+    has = mask.any(axis=1)
+    stranded = ~has & (vals != 0)
+    if stranded.any():
         raise ValueError(
-            f"row {int(np.flatnonzero(empty)[0])} has no policy token to put its value on"
+            f"row {int(np.flatnonzero(stranded)[0])} has no policy token to put its value on"
         )
     last = mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1)
     out = np.zeros(mask.shape, dtype=np.float32)
-    out[np.arange(mask.shape[0]), last] = vals
+    out[np.flatnonzero(has), last[has]] = vals[has]
     return out
 
 

@@ -18,7 +18,13 @@ Each loop owns how it prompts, generates and steps; `EpisodeRecorder` owns the r
 3. the loop-side limits: `max_turns` (`TurnLimit`) and the context (`end_for_context`: the
    next prompt does not fit), each ending the episode as truncated with
    ``info["truncated_reason"]`` on the last turn and in ``Episode.info``;
-4. the end: ``Episode.info["episode"]`` is the last turn's ``info["episode"]`` (the summary
+4. infrastructure failures (`xpgym.core.errors.find_infra_cause` of each step's info: a
+   grader timeout, a crashed sub-env, a remote 5xx, a broken sandbox or tool backend): the
+   turn gets the marker ``info["infra_error"] = {"kind", "message"}``, the episode
+   ``Episode.infra_error`` (so ``outcome == "infra_error"``; the first cause is kept), and
+   the episode ends there, truncated with ``truncated_reason = "infra_error"`` unless the env
+   ended it on that step: what follows a broken step says nothing about the policy;
+5. the end: ``Episode.info["episode"]`` is the last turn's ``info["episode"]`` (the summary
    of `EpisodeStatistics`), when there is one.
 
 Two turn limits
@@ -42,6 +48,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from xpgym.core.chat import Message, observation_messages, with_system_prompt
+from xpgym.core.errors import INFRA_ERROR_KEY, find_infra_cause
 from xpgym.core.policies import Generation
 from xpgym.core.trajectory import Episode, Turn
 
@@ -155,8 +162,9 @@ class EpisodeRecorder:
             prompt_ids: The ids of the prompt the policy was given, if known.
 
         Returns:
-            Whether the episode is over: the env ended it, or the turn limit did (then the
-            turn is marked truncated with ``truncated_reason = "max_turns"``).
+            Whether the episode is over: the env ended it, an infrastructure failure did, or
+            the turn limit did (then the turn is marked truncated with ``truncated_reason``
+            ``"infra_error"`` or ``"max_turns"``).
 
         Raises:
             RuntimeError: the episode has already ended.
@@ -165,6 +173,11 @@ class EpisodeRecorder:
         turn_info = dict(info)
         if generation.finish_reason == "length":
             turn_info["generation_truncated"] = True
+        cause = find_infra_cause(info)
+        if cause is not None:
+            turn_info[INFRA_ERROR_KEY] = cause.to_dict()
+            if self.episode.infra_error is None:
+                self.episode.infra_error = cause
         turns = self.episode.turns
         turns.append(
             Turn(
@@ -181,6 +194,8 @@ class EpisodeRecorder:
         )
         if terminated or truncated:
             self._end()
+        elif cause is not None:
+            self._end(truncated_reason="infra_error")
         elif self.limit.reached(len(turns)):
             self._end(truncated_reason=self.limit.reason)
         return self.done

@@ -80,6 +80,12 @@ turns, limits and end are recorded by `xpgym.core.recorder.EpisodeRecorder`):
     `max_turns`).
     * A sub-env that fails (``info["error"]``) ends its episode as truncated; the episode is
       returned like any other, with the error in its last turn's info.
+
+Infrastructure failures (`xpgym.core.errors`): a failed sub-env (crash, step timeout), a
+remote env's failed step, and a step whose info carries ``info["infra_error"]`` (a grader
+timeout, a sandbox that did not start, a broken tool backend) end the episode with
+``Episode.outcome == "infra_error"`` and the cause in ``Episode.infra_error`` (the recorder
+marks them); trainers keep such episodes out of advantage statistics and the loss.
 """
 
 from __future__ import annotations

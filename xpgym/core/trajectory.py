@@ -24,18 +24,26 @@ from __future__ import annotations
 import json
 import math
 import operator
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from xpgym.core.deprecation import moved_names
+from xpgym.core.errors import InfraCause
 
 __all__ = [
+    "INFRA_GROUP_PREFIX",
+    "OUTCOMES",
+    "UNGROUPED_PREFIX",
     "Episode",
+    "Outcome",
     "Turn",
+    "infra_error_metrics",
     "load_episodes",
     "save_episodes",
+    "training_group_ids",
 ]
 
 __getattr__ = moved_names(
@@ -57,6 +65,16 @@ __getattr__ = moved_names(
     },
 )
 
+
+Outcome = Literal["ok", "infra_error"]
+OUTCOMES: tuple[str, ...] = ("ok", "infra_error")
+"""`Episode.outcome` values: ``"ok"``, or ``"infra_error"`` (see `xpgym.core.errors`)."""
+
+UNGROUPED_PREFIX = "xpgym-ungrouped-"
+"""Group id given to an episode without ``group_id``: this prefix and the episode's index."""
+
+INFRA_GROUP_PREFIX = "xpgym-infra-error-"
+"""Group id given to an infra-error episode: this prefix and the episode's index."""
 
 # --------------------------------------------------------------------------------------
 # Turn and Episode
@@ -129,6 +147,16 @@ class Episode:
         turns: The turns in order; the last one has `terminated` or `truncated` set when
             the episode is complete.
         info: Episode-level facts (e.g. ``{"episode": {...}}`` from `EpisodeStatistics`).
+        infra_error: Why the episode failed for a reason that is not the policy's (a grader
+            timeout, a crashed sub-env, a remote 5xx, ...: `xpgym.core.errors`), or `None`.
+            Such an episode's rewards say nothing about the policy: trainers leave it out
+            of advantage statistics and the loss (`xpgym.core.layouts`). A dict
+            ``{"kind", "message"}`` is accepted and becomes an `InfraCause`.
+
+    JSON: `to_dict` of an infra-error episode adds ``"outcome": "infra_error"`` and
+    ``"infra_error": {"kind", "message"}``; an ok episode's JSON has neither (it is byte for
+    byte what it was before outcomes existed), and `from_dict` reads JSON without them as
+    ``"ok"``.
     """
 
     env_id: str
@@ -136,10 +164,23 @@ class Episode:
     group_id: str | None = None
     turns: list[Turn] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
+    infra_error: InfraCause | None = None
 
     def __post_init__(self) -> None:
         if self.seed is not None:
             self.seed = operator.index(self.seed)
+        if isinstance(self.infra_error, Mapping):
+            self.infra_error = InfraCause.from_dict(self.infra_error)
+        elif self.infra_error is not None and not isinstance(self.infra_error, InfraCause):
+            raise TypeError(
+                f"Episode.infra_error must be an InfraCause, a dict or None, got "
+                f"{self.infra_error!r:.60}"
+            )
+
+    @property
+    def outcome(self) -> Outcome:
+        """``"infra_error"`` when `infra_error` is set, else ``"ok"``."""
+        return "ok" if self.infra_error is None else "infra_error"
 
     @property
     def complete(self) -> bool:
@@ -167,15 +208,30 @@ class Episode:
         ]
         for name in ("env_id", "seed", "group_id", "info"):
             data[name] = _json_copy(data[name], f"Episode.{name}")
+        del data["infra_error"]
+        if self.infra_error is not None:  # an ok episode's JSON is what it was before outcomes
+            data["outcome"] = self.outcome
+            data["infra_error"] = self.infra_error.to_dict()
         return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Episode:
-        """Rebuild an episode from `to_dict` output; unknown keys raise `ValueError`."""
+        """Rebuild an episode from `to_dict` output; unknown keys raise `ValueError`, and
+        so does an ``"outcome"`` that disagrees with ``"infra_error"``. Without these two
+        keys (older JSON) the episode is ``"ok"``."""
+        data = dict(data)
+        outcome = data.pop("outcome", None)
         known = {f.name for f in fields(cls)}
         unknown = set(data) - known
         if unknown:
             raise ValueError(f"unknown Episode fields {sorted(unknown)}")
+        expected = "ok" if data.get("infra_error") is None else "infra_error"
+        if outcome is not None and outcome != expected:
+            raise ValueError(
+                f"Episode outcome {outcome!r} disagrees with infra_error "
+                f"{data.get('infra_error')!r}; outcome is one of {OUTCOMES} and is "
+                f"'infra_error' exactly when infra_error is set"
+            )
         turn_fields = {f.name for f in fields(Turn)}
         turns = []
         for i, turn in enumerate(data.get("turns", [])):
@@ -198,6 +254,33 @@ class Episode:
     def from_json(cls, text: str) -> Episode:
         """Inverse of `to_json`."""
         return cls.from_dict(json.loads(text))
+
+
+def training_group_ids(episodes: Sequence[Episode]) -> list[str]:
+    """The GRPO group of each episode as trainers see it (``[N]`` str, episode order).
+
+    ``group_id`` as recorded; ``f"{UNGROUPED_PREFIX}{i}"`` for episode ``i`` without one;
+    ``f"{INFRA_GROUP_PREFIX}{i}"`` for an infra-error episode, a group of its own, so that
+    the healthy members' group statistics are exactly those of the group without it.
+    """
+    return [
+        f"{INFRA_GROUP_PREFIX}{i}"
+        if episode.infra_error is not None
+        else f"{UNGROUPED_PREFIX}{i}"
+        if episode.group_id is None
+        else str(episode.group_id)
+        for i, episode in enumerate(episodes)
+    ]
+
+
+def infra_error_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
+    """Counts for a trainer's metrics: ``infra_error_episodes`` (episodes with
+    ``outcome == "infra_error"``) and ``infra_error_episodes/<kind>`` for each cause kind
+    seen (`xpgym.core.errors.InfraCause.kind`), as floats."""
+    kinds = Counter(ep.infra_error.kind for ep in episodes if ep.infra_error is not None)
+    metrics = {"infra_error_episodes": float(sum(kinds.values()))}
+    metrics.update({f"infra_error_episodes/{kind}": float(n) for kind, n in sorted(kinds.items())})
+    return metrics
 
 
 def save_episodes(episodes: Iterable[Episode], path: str | Path) -> None:

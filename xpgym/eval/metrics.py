@@ -18,8 +18,10 @@ Definitions (the summary table and ``summary.json`` use exactly these):
   It is computed as ``1 - prod_{i = n - c + 1}^{n} (1 - k / i)``, which never forms the
   (huge) binomial coefficients.
 
-Failed episodes (a policy or env error; see `xpgym.eval.records`) are counted in ``failed``
-and left out of every other number, so ``n`` of a problem is its number of completed samples.
+Failed episodes (a policy error; see `xpgym.eval.records`) are counted in ``failed``, and
+episodes ended by an infrastructure failure (a crashed env, a grader timeout, a remote 5xx;
+`xpgym.core.errors`) in ``infra_errors``; both are left out of every other number, so ``n``
+of a problem is its number of completed samples.
 """
 
 from __future__ import annotations
@@ -113,8 +115,11 @@ class SummaryRow:
     Attributes:
         env_id: The env id. agent: The agent id (`None` for single-agent envs).
         model: The model spec that played (the agent's, for multi-agent envs).
-        episodes: Episodes planned for the row; ``completed + failed`` of them have a record.
+        episodes: Episodes planned for the row; ``completed + failed + infra_errors`` of them
+            have a record.
         completed: Episodes that ran to the end. failed: Episodes recorded as failed.
+        infra_errors: Episodes ended by an infrastructure failure (status
+            ``"infra_error"``), not counted as failures of the model.
         success_rate, mean_return, mean_turns, invalid_action_rate: over completed episodes
             (`None` when there are none).
         mean_tokens: Mean generated tokens per completed episode (`None` if unknown).
@@ -129,6 +134,7 @@ class SummaryRow:
     episodes: int = 0
     completed: int = 0
     failed: int = 0
+    infra_errors: int = 0
     success_rate: float | None = None
     mean_return: float | None = None
     mean_turns: float | None = None
@@ -157,19 +163,23 @@ def summarize(
         key: [] for key in planned
     }
     failed = dict.fromkeys(planned, 0)
+    infra = dict.fromkeys(planned, 0)
     for record in records:
-        if record["status"] == "failed":
+        if record["status"] in ("failed", "infra_error"):
+            counts = failed if record["status"] == "failed" else infra
             for key in planned:
-                failed[key] += key[0] == record["env_id"]
+                counts[key] += key[0] == record["env_id"]
             continue
         for result in record["results"]:
             key = (record["env_id"], result["agent"])
             if key in results:
                 results[key].append((record["seed"], result))
-    return [
-        _row(env_id, agent, model, count, failed[env_id, agent], results[env_id, agent], ks)
-        for (env_id, agent), (model, count) in planned.items()
-    ]
+    rows = []
+    for (env_id, agent), (model, count) in planned.items():
+        row = _row(env_id, agent, model, count, failed[env_id, agent], results[env_id, agent], ks)
+        row.infra_errors = infra[env_id, agent]
+        rows.append(row)
+    return rows
 
 
 def _row(

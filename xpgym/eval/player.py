@@ -5,8 +5,12 @@ episode with the policies of its agents and returns the record and its JSONL lin
 the episode raises becomes a ``"failed"`` record instead (see `xpgym.eval.runner`).
 
 * Single-agent ids: a one-env `SyncVectorEnv` (autoreset disabled) and `RolloutCollector`
-  with ``collect(1, seed=seed)``; the reset seed is ``derive_seeds(seed, 1)[0]``. An env step
-  that failed (``info["error"]`` in the last turn) fails the episode.
+  with ``collect(1, seed=seed)``; the reset seed is ``derive_seeds(seed, 1)[0]``. An episode
+  that ended on an infrastructure failure (``Episode.outcome == "infra_error"``: a crashed or
+  timed-out env step, a grader timeout, a remote 5xx, ...; `xpgym.core.errors`) gives an
+  ``"infra_error"`` record: its ``error`` is ``"<kind>: <message>"``, ``infra_error`` the
+  cause, ``episode`` the transcript, and ``results`` is empty (it says nothing about the
+  model).
 * Multi-agent ids: `xpgym.eval.multiagent.play_multiagent` with the same reset seed.
 
 Each agent's policy is wrapped in a `TimedPolicy` (per-request latencies go to the record);
@@ -136,18 +140,23 @@ class EpisodePlayer:
             policy,
             max_turns=self.settings.max_turns,
             system_prompt=self.settings.system_prompt,
+            env_id=env_id,  # never asks a sub-env discarded after a crash for its spec
         )
         (episode,) = collector.collect(1, seed=seed)
-        error = episode.turns[-1].info.get("error") if episode.turns else None
-        if error is not None:
-            raise RuntimeError(f"the env failed: {error}")
         result = episode_result(episode)
         for turn in episode.turns:  # the transcript keeps text; ids are for training
             turn.prompt_ids = turn.response_ids = turn.response_logprobs = None
+        record["episode"] = episode.to_dict()
+        if episode.infra_error is not None:
+            cause = episode.infra_error
+            logger.warning("%s seed %d: infrastructure failure %s", env_id, seed, cause)
+            record["status"] = "infra_error"
+            record["error"] = mask(f"{cause.kind}: {cause.message}", self.secrets)
+            record["infra_error"] = {"kind": cause.kind, "message": record["error"]}
+            return
         record["results"] = [
             {"agent": None, "model": model, **result, "generation_seconds": _rounded(policy)}
         ]
-        record["episode"] = episode.to_dict()
 
     def _play_multiagent(self, env: MultiAgentEnv, key: EpisodeKey, record: dict[str, Any]) -> None:
         env_id, seed, _ = key

@@ -8,8 +8,10 @@ stopped. When a key has several records (a failed one, then a retried one) the l
 A record::
 
     {"env_id": "game:GuessTheNumber-v0-easy", "seed": 0, "sample": 0,
-     "status": "ok",                 # or "failed"
-     "error": null,                  # "failed": "<ExceptionType>: <message>"
+     "status": "ok",                 # or "failed", or "infra_error"
+     "error": null,                  # "failed": "<ExceptionType>: <message>";
+                                     # "infra_error": "<kind>: <message>"
+     "infra_error": {...},           # only "infra_error": {"kind", "message"}
      "started_at": "2025-01-01T12:00:00Z", "seconds": 1.25,   # wall-clock time
      "results": [                    # one entry per agent (one, agent null, single-agent)
         {"agent": null, "model": "<model spec>", "return": 1.0, "turns": 3,
@@ -22,7 +24,9 @@ A record::
 
 ``episode`` holds every turn's observation, action, reward, flags and info (tool calls are in
 ``info["tool_calls"]``), and loads back with `xpgym.core.trajectory.Episode.from_dict`. A failed
-record has ``results == []`` and no episode or transcript.
+record has ``results == []`` and no episode or transcript. An ``"infra_error"`` record (the
+episode ended on a failure that is not the model's, `xpgym.core.errors`) has ``results ==
+[]`` and keeps its ``episode``.
 
 A line that does not parse (the tail of a run killed while writing) is skipped with a warning;
 the next append starts on a new line.

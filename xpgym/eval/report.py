@@ -38,12 +38,14 @@ def package_versions() -> dict[str, str]:
 def format_table(rows: Sequence[SummaryRow]) -> str:
     """The summary as an aligned text table, one line per row, with a header.
 
-    Columns: env, agent, model, done (completed/planned), failed, success rate, mean
-    return, mean turns, invalid-action rate, mean generated tokens, then one ``pass@k``
-    column per k that any row has. ``-`` marks a value that is not known.
+    Columns: env, agent, model, done (completed/planned), failed, infra (episodes ended by
+    an infrastructure failure), success rate, mean return, mean turns, invalid-action rate,
+    mean generated tokens, then one ``pass@k`` column per k that any row has. ``-`` marks a
+    value that is not known.
     """
     ks = sorted({int(k) for row in rows for k in row.pass_at_k})
-    header = ["ENV", "AGENT", "MODEL", "DONE", "FAILED", "SUCCESS", "RETURN", "TURNS", "INVALID"]
+    header = ["ENV", "AGENT", "MODEL", "DONE", "FAILED", "INFRA", "SUCCESS", "RETURN", "TURNS"]
+    header += ["INVALID"]
     header += ["TOKENS", *(f"PASS@{k}" for k in ks)]
     table = [header]
     for row in rows:
@@ -54,6 +56,7 @@ def format_table(rows: Sequence[SummaryRow]) -> str:
                 row.model,
                 f"{row.completed}/{row.episodes}",
                 str(row.failed),
+                str(row.infra_errors),
                 _number(row.success_rate, ".3f"),
                 _number(row.mean_return, ".3f"),
                 _number(row.mean_turns, ".2f"),

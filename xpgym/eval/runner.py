@@ -18,9 +18,11 @@ Play
 
 Failures
     Anything an episode raises (a request that failed after the policy's retries, a
-    malformed response, a model error), and an env step that failed (``info["error"]``),
-    makes that episode a record with ``"status": "failed"`` and the error; the other
-    episodes go on. A re-run skips failed episodes unless ``retry_failed``.
+    malformed response, a model error) makes that episode a record with ``"status":
+    "failed"`` and the error; an episode ended by an infrastructure failure (an env step
+    that crashed or timed out, a grader timeout, a remote 5xx; `xpgym.core.errors`) a record
+    with ``"status": "infra_error"``, counted apart (``infra_errors``). The other episodes go
+    on. A re-run skips both unless ``retry_failed``.
 
 Resume
     Records are appended to ``<out>/episodes.jsonl`` as episodes finish (see
@@ -43,6 +45,7 @@ import datetime
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
@@ -172,7 +175,10 @@ class EvalSummary:
     Attributes:
         rows: One `SummaryRow` per env id (and agent id, multi-agent).
         planned, completed, failed: Episode counts over the plan (``planned - completed -
-            failed`` episodes have no record yet, e.g. after an interrupted run).
+            failed - infra_errors`` episodes have no record yet, e.g. after an interrupted
+            run).
+        infra_errors: Episodes ended by an infrastructure failure, not the model's.
+        infra_errors_by_kind: ``{cause kind: episodes}``.
         files: The files written (``summary.json``, and ``summary.png`` if matplotlib is
             installed).
     """
@@ -182,6 +188,8 @@ class EvalSummary:
     completed: int
     failed: int
     files: list[Path]
+    infra_errors: int = 0
+    infra_errors_by_kind: dict[str, int] = field(default_factory=dict)
 
 
 def default_out_dir(root: str | Path = "results/eval") -> Path:
@@ -337,12 +345,18 @@ class Evaluation:
         ks = pass_at_k_values(self.config.samples)
         rows = summarize(records, planned, ks)
         failed = sum(record["status"] == "failed" for record in records)
+        kinds = Counter(
+            record["infra_error"]["kind"] for record in records if record["status"] == "infra_error"
+        )
+        infra = sum(kinds.values())
         summary = EvalSummary(
             rows=rows,
             planned=len(self.keys),
-            completed=len(records) - failed,
+            completed=len(records) - failed - infra,
             failed=failed,
             files=[],
+            infra_errors=infra,
+            infra_errors_by_kind=dict(sorted(kinds.items())),
         )
         self.out_dir.mkdir(parents=True, exist_ok=True)
         payload = {
@@ -352,6 +366,8 @@ class Evaluation:
                 "planned": summary.planned,
                 "completed": summary.completed,
                 "failed": summary.failed,
+                "infra_errors": summary.infra_errors,
+                "infra_errors_by_kind": summary.infra_errors_by_kind,
             },
             "pass_at_k": ks,
             "rows": [asdict(row) for row in rows],
@@ -409,7 +425,9 @@ class Evaluation:
 
     def _needs_run(self, key: EpisodeKey) -> bool:
         record = self.records.get(key)
-        return record is None or (self.config.retry_failed and record["status"] == "failed")
+        return record is None or (
+            self.config.retry_failed and record["status"] in ("failed", "infra_error")
+        )
 
     def _secrets(self) -> list[str]:
         if not any(s.kind == "openai" for s in self.specs.values()):

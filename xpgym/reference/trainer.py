@@ -107,7 +107,7 @@ from xpgym.core.advantages import (
     turn_rewards,
 )
 from xpgym.core.layouts import PaddedRows, episode_rows, turn_rows
-from xpgym.core.trajectory import Episode
+from xpgym.core.trajectory import Episode, infra_error_metrics
 from xpgym.reference._checks import check_choice, check_positive, check_positive_int
 from xpgym.reference.losses import (
     KL_ESTIMATORS,
@@ -428,17 +428,19 @@ class Trainer:
             ``kl`` (with a reference), ``value_loss`` (PPO): means over the optimizer
             steps; ``adv_mean`` (over policy tokens), ``return_mean`` (episode score),
             ``response_length`` (policy tokens per turn), ``num_episodes``, ``num_rows``,
-            ``num_tokens`` (policy tokens).
+            ``num_tokens`` (policy tokens); ``infra_error_episodes`` (and per cause kind,
+            `xpgym.core.trajectory.infra_error_metrics`): episodes left out by `make_batch`.
         """
         batch = self.make_batch(episodes)
-        return self.update(batch)
+        return {**self.update(batch), **infra_error_metrics(episodes)}
 
     def make_batch(self, episodes: Sequence[Episode]) -> Batch:
         """Rows, old and reference log-probs, values and advantages for `episodes`.
 
         Episodes with a turn that has no policy token (the collector's placeholder for a
-        first prompt longer than the context) are dropped, with a warning; group statistics
-        then use the remaining members.
+        first prompt longer than the context) and infra-error episodes
+        (``outcome == "infra_error"``, `xpgym.core.errors`) are dropped, with a warning;
+        group and batch statistics then use the remaining members.
 
         Raises:
             ValueError: no episode left, episodes without token ids (collect them with a
@@ -796,12 +798,17 @@ def train(
 
 
 def _trainable(episodes: Sequence[Episode]) -> list[Episode]:
-    """The episodes with at least one turn and a policy token in every turn."""
-    kept = [ep for ep in episodes if ep.turns and all(t.response_ids != [] for t in ep.turns)]
+    """The episodes with at least one turn, a policy token in every turn and no
+    infrastructure failure."""
+    kept = [
+        ep
+        for ep in episodes
+        if ep.turns and all(t.response_ids != [] for t in ep.turns) and ep.infra_error is None
+    ]
     if len(kept) < len(episodes):
         logger.warning(
             "dropped %d of %d episodes that have a turn without policy tokens (a prompt "
-            "longer than the context, or no turns)",
+            "longer than the context, or no turns) or an infrastructure failure",
             len(episodes) - len(kept),
             len(episodes),
         )

@@ -11,7 +11,8 @@ Failure contract (never a hang; every request has a socket timeout):
   session is gone (server restarted, idle timeout) creates a new session and resets it.
 * `step` never raises for remote failures: an exception in the env, a timeout, a dropped
   connection or an expired session return ``(last observation, 0.0, False, True,
-  {"error": "RemoteEnvError: ...", ...})``, as a failed sub-env does in a vector env. The
+  {"error": "RemoteEnvError: ...", "infra_error": {"kind": "remote_error", ...}, ...})``,
+  as a failed sub-env does in a vector env (`xpgym.core.errors`: not the policy's fault). The
   session is then abandoned (deleted if the server still answers) and the next `reset`
   creates a new one.
 * Retries: transport errors (refused, reset, closed connection) are retried up to
@@ -48,6 +49,7 @@ import urllib.parse
 from typing import Any
 
 from xpgym.core.env import Env
+from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.registry import EnvSpec
 from xpgym.remote import SCHEME, TOKEN_ENV
 
@@ -409,7 +411,11 @@ def _retry_after(status: int, header: str | None) -> float | None:
 
 
 def _error_info(exc: RemoteEnvError) -> dict[str, Any]:
-    info: dict[str, Any] = {"error": f"RemoteEnvError: {exc}"}
+    # A failed remote step is never the policy's doing: marked as infrastructure.
+    info: dict[str, Any] = {
+        "error": f"RemoteEnvError: {exc}",
+        INFRA_ERROR_KEY: InfraCause("remote_error", f"HTTP {exc.status}: {exc}").to_dict(),
+    }
     if exc.remote_traceback:
         info["traceback"] = exc.remote_traceback
     return info

@@ -45,7 +45,9 @@ Errors
 Nothing a call does raises into the env: a result with ``isError`` set, a protocol error
 (e.g. an unknown tool), a timeout (`call_timeout_s`), a lost connection or a closed toolset
 all become ``ToolResult(ok=False)`` with ``info["exit_reason"]`` one of ``"tool_error"``,
-``"protocol_error"``, ``"timeout"``, ``"disconnected"``, ``"error"``. Connecting is the
+``"protocol_error"``, ``"timeout"``, ``"disconnected"``, ``"error"``; the last two (the
+backend broke, not the call) also carry the infrastructure marker ``info["infra_error"]``
+(`xpgym.core.errors`), the others are the model's call going wrong. Connecting is the
 exception: `MCPToolset` raises `MCPConnectionError` when the server cannot be started or
 reached, so a misconfigured env fails when it is built.
 
@@ -73,6 +75,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import TOOL_CALL_CLOSE, TOOL_CALL_OPEN, function_schema, parse_call
 
@@ -434,11 +437,7 @@ class MCPToolset:
                 why += f" ({_describe(self._main.exception())})"
         else:
             return None
-        return ToolResult(
-            f"Tool {name!r} failed: {why}.",
-            ok=False,
-            info={"exit_reason": "disconnected", "server_tool": name},
-        )
+        return _failure(name, f"{why}.", exit_reason="disconnected")
 
     def call(
         self,
@@ -523,12 +522,8 @@ class MCPToolset:
             if exc.code == REQUEST_TIMEOUT:
                 return _timeout(name, timeout)
             if exc.code == CONNECTION_CLOSED or self._main.done():
-                return self._disconnected(name) or ToolResult(
-                    f"Tool {name!r} failed: the connection to MCP server {self.label} was "
-                    f"closed ({exc.message}).",
-                    ok=False,
-                    info={"exit_reason": "disconnected", "server_tool": name},
-                )
+                why = f"the connection to MCP server {self.label} was closed ({exc.message})."
+                return self._disconnected(name) or _failure(name, why, exit_reason="disconnected")
             return ToolResult(
                 f"Tool {name!r} failed: {exc.message}",
                 ok=False,
@@ -622,9 +617,17 @@ def _timeout(name: str, timeout: float) -> ToolResult:
     )
 
 
-def _failure(name: str, why: str) -> ToolResult:
+def _failure(name: str, why: str, *, exit_reason: str = "error") -> ToolResult:
+    """A call that failed because the backend broke (not the call): marked as
+    infrastructure (`xpgym.core.errors`)."""
     return ToolResult(
-        f"Tool {name!r} failed: {why}", ok=False, info={"exit_reason": "error", "server_tool": name}
+        f"Tool {name!r} failed: {why}",
+        ok=False,
+        info={
+            "exit_reason": exit_reason,
+            "server_tool": name,
+            INFRA_ERROR_KEY: InfraCause("tool_backend_error", why).to_dict(),
+        },
     )
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Final
 
+from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.sandbox import (
     Sandbox,
     SandboxError,
@@ -150,7 +151,12 @@ class PythonTool(Tool):
             return ToolResult(
                 f"[the sandbox failed to run the code: {exc}]",
                 ok=False,
-                info={"exit_reason": "killed", "exit_code": None, "sandbox_error": str(exc)},
+                info={
+                    "exit_reason": "killed",
+                    "exit_code": None,
+                    "sandbox_error": str(exc),
+                    INFRA_ERROR_KEY: InfraCause("sandbox_error", str(exc)).to_dict(),
+                },
             )
         return ToolResult(self.format_observation(result), ok=result.ok, info=_info(result))
 

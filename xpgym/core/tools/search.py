@@ -43,7 +43,8 @@ A `SearchBackend` answers ``search(query, top_k) -> list[SearchHit]``:
 
 Backend failures (timeout, connection refused, an HTTP error status, a malformed response)
 raise `SearchError` inside the backend; `SearchTool.execute` turns them into
-``ToolResult(ok=False)`` with ``info["exit_reason"]`` set to the error's `reason`.
+``ToolResult(ok=False)`` with ``info["exit_reason"]`` set to the error's `reason` and the
+infrastructure marker ``info["infra_error"]`` (`xpgym.core.errors`: not the policy's fault).
 
 Caching and threads
 -------------------
@@ -78,6 +79,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.optional import import_optional
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import function_schema, parse_call
@@ -737,6 +739,7 @@ class SearchTool(Tool):
                     "num_results": 0,
                     "cached": False,
                     "duration_s": time.perf_counter() - start,
+                    INFRA_ERROR_KEY: InfraCause("tool_backend_error", str(exc)).to_dict(),
                 },
             )
         except Exception as exc:
@@ -744,7 +747,14 @@ class SearchTool(Tool):
             return ToolResult(
                 f"Search failed: {type(exc).__name__}: {exc}",
                 ok=False,
-                info={"exit_reason": "error", "num_results": 0, "cached": False},
+                info={
+                    "exit_reason": "error",
+                    "num_results": 0,
+                    "cached": False,
+                    INFRA_ERROR_KEY: InfraCause(
+                        "tool_backend_error", f"{type(exc).__name__}: {exc}"
+                    ).to_dict(),
+                },
             )
         info = {
             "exit_reason": "ok",

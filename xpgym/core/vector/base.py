@@ -38,13 +38,13 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from xpgym.core.env import Env, Wrapper
+from xpgym.core.errors import step_failure_info
 
 __all__ = [
     "AutoresetMode",
@@ -111,11 +111,9 @@ def derive_seeds(seed: int, num_envs: int) -> list[int]:
 
 
 def error_info(exc: BaseException) -> dict[str, Any]:
-    """The info of a step that failed with `exc`: ``{"error": "<Type>: <message>", ...}``."""
-    return {
-        "error": f"{type(exc).__name__}: {exc}",
-        "traceback": "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
-    }
+    """The info of a step that failed with `exc`: ``{"error": "<Type>: <message>", ...}``,
+    with the infrastructure-failure marker (`xpgym.core.errors.step_failure_info`)."""
+    return step_failure_info(exc)
 
 
 def _owner_of(env: Env, name: str) -> Any:

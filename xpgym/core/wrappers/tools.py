@@ -22,7 +22,7 @@ Each step, the wrapper decides whether the action is a tool call or an answer to
 
 A tool whose `parse` raises is a programming error: the exception propagates. A tool whose
 `execute` raises (against the `Tool` contract) is reported as a failed call, logged with
-its traceback at WARNING.
+its traceback at WARNING, with the infrastructure marker (`xpgym.core.errors`).
 
 Budget: `max_tool_calls` tool turns per episode (malformed and unknown calls count: each one
 cost the model a turn). The next tool call after that is not run; the episode ends with
@@ -58,6 +58,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from xpgym.core.env import Env, Wrapper
+from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import (
     TOOL_CALL_OPEN,
@@ -253,10 +254,14 @@ class ToolEnvWrapper(Wrapper[str]):
             result = tool.execute(call)
         except Exception as exc:
             logger.warning("tool %r raised while executing a call", tool.name, exc_info=True)
+            error = f"{type(exc).__name__}: {exc}"
             return ToolResult(
-                f"Tool {tool.name!r} failed: {type(exc).__name__}: {exc}",
+                f"Tool {tool.name!r} failed: {error}",
                 ok=False,
-                info={"exception": type(exc).__name__},
+                info={
+                    "exception": type(exc).__name__,
+                    INFRA_ERROR_KEY: InfraCause("tool_backend_error", error).to_dict(),
+                },
             )
         if not isinstance(result, ToolResult):
             logger.warning("tool %r returned %s, not a ToolResult", tool.name, type(result))

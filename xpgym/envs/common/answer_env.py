@@ -30,7 +30,9 @@ no closed ``\boxed{}`` in the reply        ``no_answer_reward``    ``invalid_act
 
 ``no_answer_reward`` defaults to ``0.0``, as in GEM, whose optional format penalty
 (``use_format_error_reward``) is ``-0.1``; pass ``no_answer_reward=-0.1`` for it.
-A grading that times out or fails counts as a wrong answer; ``info["grading"]`` says so.
+A grading that times out or fails counts as a wrong answer; ``info["grading"]`` says so, and
+``info["infra_error"]`` marks it as the grader's failure, not the policy's
+(`xpgym.core.errors`: trainers keep such episodes out of the gradient).
 
 ``info`` after every step: ``correct`` and ``invalid_action`` (bools), ``parsed_action`` (the
 boxed answer, or `None`), ``grading`` (``"graded"``, ``"no_answer"``, ``"timeout"`` or
@@ -46,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from xpgym.core.env import Env
+from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 
 __all__ = [
     "CORRECT_REWARD",
@@ -62,6 +65,7 @@ WRONG_REWARD = 0.0
 DEFAULT_INSTRUCTION = "Please reason step by step, and put your final answer within \\boxed{}."
 GRADE_STATUSES = ("graded", "no_answer", "timeout", "error")
 """How a grading went: compared, nothing to compare, ran past its time limit, or failed."""
+_GRADER_FAILURES = {"timeout": "grader_timeout", "error": "grader_error"}
 
 
 @dataclass(frozen=True)
@@ -190,6 +194,9 @@ class BoxedAnswerEnv(Env[str]):
             "grading": result.status,
             "turn": self.turn,
         }
+        if result.status in _GRADER_FAILURES:  # the grader's failure, not the policy's
+            cause = InfraCause(_GRADER_FAILURES[result.status], result.detail or result.status)
+            info[INFRA_ERROR_KEY] = cause.to_dict()
         return self._feedback(result, terminated), reward, terminated, False, info
 
     def _feedback(self, result: GradeResult, terminated: bool) -> str:
