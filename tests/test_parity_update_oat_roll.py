@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from parity.core import NotRunnableError
 from parity.update.job import TrainerRun, UpdateJob
 from xpgym.core.trajectory import Episode
 
@@ -117,3 +118,22 @@ def test_oat_check_sees_misplaced_sampler_logprobs(
         shifted.append(dataclasses.replace(episode, turns=turns))
     _, (metrics,) = oat.learning_steps(UpdateJob(model_dir=warm_model, episodes=shifted, steps=1))
     assert _sampler_gap(metrics) > 1e-2
+
+
+def test_roll_says_how_to_run_it_when_roll_is_missing() -> None:
+    from parity.update import roll
+
+    if roll._roll_importable():
+        pytest.skip("ROLL imports here; test_roll_loss_func_trains_on_xpgym_rows runs it")
+    with pytest.raises(NotRunnableError, match="ROLL is git-only: put a checkout on PYTHONPATH"):
+        roll.run(UpdateJob(model_dir=Path("unused"), episodes=[], steps=2))
+
+
+@pytest.mark.timeout(600)
+def test_roll_loss_func_trains_on_xpgym_rows(warm_model: Path, episodes: list[Episode]) -> None:
+    from parity.update import roll
+
+    if not roll._roll_importable():
+        pytest.skip("needs a ROLL checkout on PYTHONPATH (ROLL is git-only)")
+    run = roll.run(UpdateJob(model_dir=warm_model, episodes=episodes, steps=2))
+    _changed(run, warm_model)
