@@ -136,8 +136,8 @@ def run(job: UpdateJob) -> TrainerRun:
     rows = trajectory_batch(
         job.episodes, pad_token_id=tokenizer.pad_token_id, sequence_length=length
     )
-    logs = tempfile.mkdtemp(prefix="roll-logs-")  # ROLL's logger writes files at import
     with (
+        tempfile.TemporaryDirectory(prefix="roll-logs-") as logs,  # ROLL logs to a file
         mock.patch.dict(os.environ, {"ROLL_LOG_DIR": logs}),
         stand_ins(STAND_INS, ("roll",)) as missing,
     ):
@@ -199,7 +199,9 @@ def run(job: UpdateJob) -> TrainerRun:
                     data,
                     gamma=config.gamma,
                     lambd=config.lambd,
-                    adv_estimator="reinforce",
+                    adv_estimator=config.adv_estimator,
+                    advantage_clip=config.advantage_clip,
+                    whiten_advantages=config.whiten_advantages,
                     pipeline_config=config,
                 )
             loss_total = 0.0
