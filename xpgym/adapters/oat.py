@@ -35,10 +35,13 @@ field                  type         meaning
 =====================  ===========  =====================================================
 
 Oat's collate puts ``prompt_ids + response_ids`` right-padded in ``input_ids`` and its
-learner masks with ``response_masks = completion_mask[:, 1:]`` (the next-token view). The
-learner puts each row's last reward (times ``reward_scale``, default 1) on the row's last
-response token and hands those ``[B, L - 1]`` rewards to ``compute_monte_carlo_advantages``,
-which sums them: each row's advantage input is ``G_t``.
+learner masks with ``response_masks = completion_mask[:, 1:]`` (the next-token view);
+``response_logprobs`` land on those same positions, where the learner scores
+``response_ids`` (they agree to ~2e-6 before an update). Oat's ``logprobs_diff_*``
+metrics compare the learner with its own old log-probs, not with these (docs/trainers.md,
+"Oat"). The learner puts each row's last reward (times ``reward_scale``, default 1) on
+the row's last response token and hands those ``[B, L - 1]`` rewards to
+``compute_monte_carlo_advantages``, which sums them: each row's advantage input is ``G_t``.
 
 Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`) give no
 rows: both converters leave them out (logged), so ReBN's batch statistics and the loss are
