@@ -21,7 +21,7 @@ import pytest
 ray = pytest.importorskip("ray", reason='Ray is an extra: pip install "xpgym[ray]"')
 
 import test_vector as spec  # noqa: E402  (after the skip: it needs gymnasium)
-from toy_envs import ToyEnv  # noqa: E402
+from toy_envs import HostMeetingEnv, ToyEnv  # noqa: E402
 
 from xpgym.core.vector import AutoresetMode, SubEnvError, SyncVectorEnv  # noqa: E402
 from xpgym.core.vector.ray_backend import RayVectorEnv  # noqa: E402
@@ -88,6 +88,38 @@ def test_a_sub_env_that_overruns_step_timeout_is_truncated_not_awaited():
         assert obs[0].startswith("start")
         assert rew[0] == 0.0
         assert obs[1] == "turn=2 last=b"
+
+
+def test_an_actor_with_threads_times_out_only_the_overrunning_sub_env():
+    """With two threads per actor the actor watches the clock instead of SIGALRM: the same
+    truncation, and the batch-mate in the same actor steps normally."""
+    with RayVectorEnv(spec.toy_fns(2), step_timeout=1, num_actors=1, threads_per_actor=2) as vec:
+        vec.reset(seed=0)
+        obs, _, _, trunc, infos = vec.step(["sleep:30", "a"])
+        assert list(trunc) == [True, False]
+        assert "TimeoutError" in infos[0]["error"]
+        assert obs[1] == "turn=1 last=a"
+        obs, *_ = vec.step(["a", "b"])  # NEXT_STEP: the rebuilt sub-env is reset
+        assert obs[0].startswith("start")
+        assert obs[1] == "turn=2 last=b"
+
+
+def test_an_actor_steps_its_sub_envs_concurrently():
+    """Both sub-envs live in one actor; their steps meet at that actor's barrier, which only
+    two threads in flight at once can pass."""
+    fns = [functools.partial(HostMeetingEnv, "actor", 2)] * 2
+    with RayVectorEnv(fns, num_actors=1) as vec:
+        assert vec.threads_per_actor == 2  # default: every sub-env of an actor
+        vec.reset(seed=0)
+        vec.step(["sleep:0.01"] * 2)
+        obs, _, _, trunc, infos = vec.step(["meet", "meet"])
+    assert not trunc.any(), infos
+    assert obs == ["turn=2 last=meet"] * 2
+
+
+def test_threads_per_actor_must_be_a_positive_int():
+    with pytest.raises(ValueError, match="threads_per_actor"):
+        RayVectorEnv(spec.toy_fns(2), num_actors=1, threads_per_actor=0)
 
 
 def test_same_step_reports_a_failed_reset_and_resets_at_the_next_step(backend):
