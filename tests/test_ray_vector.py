@@ -21,7 +21,7 @@ import pytest
 ray = pytest.importorskip("ray", reason='Ray is an extra: pip install "xpgym[ray]"')
 
 import test_vector as spec  # noqa: E402  (after the skip: it needs gymnasium)
-from toy_envs import HostMeetingEnv, ToyEnv  # noqa: E402
+from toy_envs import ToyEnv  # noqa: E402
 
 from xpgym.core.vector import AutoresetMode, SubEnvError, SyncVectorEnv  # noqa: E402
 from xpgym.core.vector.ray_backend import RayVectorEnv  # noqa: E402
@@ -104,20 +104,13 @@ def test_an_actor_with_threads_times_out_only_the_overrunning_sub_env():
         assert obs[1] == "turn=2 last=b"
 
 
-def test_an_actor_steps_its_sub_envs_concurrently():
-    """Both sub-envs live in one actor; their steps meet at that actor's barrier, which only
-    two threads in flight at once can pass."""
-    fns = [functools.partial(HostMeetingEnv, "actor", 2)] * 2
-    with RayVectorEnv(fns, num_actors=1) as vec:
-        assert vec.threads_per_actor == 2  # default: every sub-env of an actor
-        vec.reset(seed=0)
-        vec.step(["sleep:0.01"] * 2)
-        obs, _, _, trunc, infos = vec.step(["meet", "meet"])
-    assert not trunc.any(), infos
-    assert obs == ["turn=2 last=meet"] * 2
+def test_an_actor_steps_its_sub_envs_concurrently(backend):
+    spec.meet_in_one_host(backend)
 
 
-def test_threads_per_actor_must_be_a_positive_int():
+def test_threads_per_actor_defaults_to_every_sub_env_of_an_actor_and_must_be_positive():
+    with RayVectorEnv(spec.toy_fns(3), num_actors=1) as vec:
+        assert vec.threads_per_actor == 3
     with pytest.raises(ValueError, match="threads_per_actor"):
         RayVectorEnv(spec.toy_fns(2), num_actors=1, threads_per_actor=0)
 

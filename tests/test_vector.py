@@ -556,17 +556,20 @@ def test_the_first_batch_of_steps_waits_on_every_blocking_step_at_once():
     assert obs == ["turn=1 last=meet"] * 8
 
 
-def test_a_worker_steps_its_sub_envs_concurrently():
-    """Both sub-envs live in one worker process; their steps meet at that process's barrier,
-    which only two threads in flight at once can pass."""
-    fns = [functools.partial(HostMeetingEnv, "worker", 2)] * 2
-    with ProcessVectorEnv(fns, num_workers=1) as vec:
-        assert vec.threads_per_worker == 2  # default: every sub-env of a worker
+def meet_in_one_host(one_host: Any) -> None:
+    """Both sub-envs of ``one_host(fns)`` live in one worker process (or Ray actor); their
+    steps meet at that process's barrier, which only two threads in flight at once pass."""
+    fns = [functools.partial(HostMeetingEnv, "host", 2)] * 2
+    with one_host(fns) as vec:
         vec.reset(seed=0)
         vec.step(["sleep:0.01"] * 2)
         obs, _, _, trunc, infos = vec.step(["meet", "meet"])
     assert not trunc.any(), infos
     assert obs == ["turn=2 last=meet"] * 2
+
+
+def test_a_worker_steps_its_sub_envs_concurrently():
+    meet_in_one_host(functools.partial(ProcessVectorEnv, num_workers=1))
 
 
 def test_a_worker_with_threads_isolates_a_raising_sub_env():
@@ -586,7 +589,9 @@ def test_threads_per_worker_must_be_a_positive_int(threads):
         ProcessVectorEnv(toy_fns(2), num_workers=1, threads_per_worker=threads)
 
 
-def test_a_step_timeout_keeps_one_thread_per_worker_unless_asked():
+def test_a_worker_gets_a_thread_per_sub_env_or_one_with_a_step_timeout():
+    with ProcessVectorEnv(toy_fns(5), num_workers=2) as vec:
+        assert vec.threads_per_worker == 3  # every sub-env of the fullest worker
     with ProcessVectorEnv(toy_fns(4), num_workers=2, step_timeout=5) as vec:
         assert vec.threads_per_worker == 1  # SIGALRM can interrupt an overrunning step
     with ProcessVectorEnv(toy_fns(4), num_workers=2, step_timeout=5, threads_per_worker=3) as vec:
