@@ -65,6 +65,9 @@ TARGET_SYNC_OVER_SINGLE = 0.80
 TARGET_ASYNC_OVER_SYNC = 1.0
 TARGET_ASYNC_OVER_GEM_ASYNC = 2.0
 TARGET_PROCESS_OVER_SYNC = 1.0
+TARGET_AHEAD_OF_GEM = 1.0
+NOT_A_LIBRARY_ROW = ("python_startup",)
+"""Rows that measure the venv, not the library: left out of "every row ahead of GEM"."""
 
 
 def cache_dir() -> Path:
@@ -346,6 +349,13 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
+def _ahead(results: Mapping[str, Any], m: Measurement) -> float | None:
+    """How many times better xpgym's median is than GEM's (> 1: xpgym is ahead), whichever
+    direction is better: ours/GEM for rates, GEM/ours for times."""
+    ours, gem = _median(results, m.key, "xpgym"), _median(results, m.key, "gem")
+    return _ratio(ours, gem) if m.higher_is_better else _ratio(gem, ours)
+
+
 def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
     """Rows, ratios and target verdicts from a results dict.
 
@@ -354,8 +364,9 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``{"rows": [...], "ratios": [...], "targets": [...]}``. A row has the measurement's
-        `key`, `label`, `unit`, `higher_is_better`, the per-library stats (or `None`) and
-        ``ours_over_gem`` (ratio of medians). A ratio has `name`, `lib` and `value`. A target
+        `key`, `label`, `unit`, `higher_is_better`, the per-library stats (or `None`),
+        ``ours_over_gem`` (ratio of medians) and ``ahead`` (`_ahead`: > 1 when xpgym is
+        better, whichever direction is better). A ratio has `name`, `lib` and `value`. A target
         has `name`, `value`, `threshold`, `comparison` and `met` (`None`: not measured).
     """
     measurements = dict(results.get("measurements", {}))
@@ -382,6 +393,7 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
                 "ours_over_gem": _ratio(
                     _median(results, m.key, "xpgym"), _median(results, m.key, "gem")
                 ),
+                "ahead": _ahead(results, m),
             }
         )
     ratio_specs = [
@@ -427,6 +439,19 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
             ">",
         ),
     ]
+    aheads = [
+        row["ahead"]
+        for row in rows
+        if row["ahead"] is not None and row["key"] not in NOT_A_LIBRARY_ROW
+    ]
+    checks.append(
+        (
+            "every row ahead of GEM (the closest row)",
+            min(aheads, default=None),
+            TARGET_AHEAD_OF_GEM,
+            ">=",
+        )
+    )
     targets = []
     for name, value, threshold, comparison in checks:
         met = None
@@ -466,16 +491,18 @@ def _fmt_stats(entry: Mapping[str, Any] | None) -> str:
 def format_table(summary: Mapping[str, Any]) -> str:
     """Markdown tables: measurements (min / **median** / max), ratios, and targets."""
     lines = [
-        "| Measurement | Unit | xpgym min / median / max | GEM min / median / max | ours/GEM |",
-        "|---|---|---|---|---|",
+        "| Measurement | Unit | xpgym min / median / max | GEM min / median / max | ours/GEM "
+        "| xpgym ahead |",
+        "|---|---|---|---|---|---|",
     ]
     for row in summary["rows"]:
-        ratio = row["ours_over_gem"]
+        ratio, ahead = row["ours_over_gem"], row["ahead"]
         direction = "higher" if row["higher_is_better"] else "lower"
         ratio_text = "n/a" if ratio is None else f"{ratio:.2f}x ({direction} is better)"
+        ahead_text = "n/a" if ahead is None else f"{ahead:.2f}x"
         lines.append(
             f"| {row['label']} | {row['unit']} | {_fmt_stats(row['xpgym'])} | "
-            f"{_fmt_stats(row['gem'])} | {ratio_text} |"
+            f"{_fmt_stats(row['gem'])} | {ratio_text} | {ahead_text} |"
         )
     lines += ["", "| Ratio of medians | xpgym | GEM |", "|---|---|---|"]
     names = list(dict.fromkeys(r["name"] for r in summary["ratios"]))
