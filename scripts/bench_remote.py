@@ -11,12 +11,19 @@ sandbox, a browser or a judge model.
   a 10 s sleeping env.
 * ``blocking``: SkyRL-style: ``--episodes`` episodes of ``--turns`` steps that sleep
   ``--sleep`` s each, run as one vector env of ``--episodes`` sub-envs per backend (thread,
-  process, remote, ray). Reports wall time against the ideal ``turns x sleep``.
+  process, remote, ray; ``--backends`` picks some). Each vector env is built once and runs
+  the episodes ``--repeats`` times (reset, then ``turns`` batch steps). Reports wall time
+  (min / median / max over the repeats) against the ideal ``turns x sleep``.
+  ``--threads N`` sets the threads per process worker / Ray actor (default: the backend's,
+  every hosted sub-env; ``--threads 1`` steps a worker's sub-envs one after another).
+
+Both print JSON and write it to ``--output`` (default ``results/bench_remote_<bench>.json``).
 
 Usage::
 
     .venv/bin/python scripts/bench_remote.py load --sessions 256 --sleep 1 --turns 3
     .venv/bin/python scripts/bench_remote.py blocking --episodes 256 --sleep 0.5 --turns 3
+    .venv/bin/python scripts/bench_remote.py blocking --backends process ray --repeats 5
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from xpgym.core.env import Env
 
 SCRIPTS = Path(__file__).resolve().parent
 ENV_ID = "bench:Sleep-v0"
+BACKENDS = ("thread", "process", "remote", "ray")
 
 
 class SleepEnv(Env[str]):
@@ -196,6 +204,9 @@ def blocking(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
 
     def record(backend: str, config: str, build: Any) -> None:
+        if backend not in args.backends:
+            return
+        print(f"{backend}: building {config}...", file=sys.stderr, flush=True)
         t0 = time.perf_counter()
         try:
             venv = build()
@@ -203,31 +214,52 @@ def blocking(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows.append({"backend": backend, "config": config, "note": repr(exc)})
             return
         setup = time.perf_counter() - t0
+        walls = []
         with venv:
-            wall = _run_vector(venv, args.turns)
+            for repeat in range(args.repeats):
+                walls.append(_run_vector(venv, args.turns))
+                print(
+                    f"{backend}: run {repeat + 1}/{args.repeats}: {walls[-1]:.2f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
         ideal = args.turns * args.sleep
+        median = float(np.median(walls))
         rows.append(
             {
                 "backend": backend,
                 "config": config,
                 "setup_s": setup,
-                "wall_s": wall,
+                "wall_s": median,
+                "wall_min_max_s": [min(walls), max(walls)],
+                "walls_s": walls,
                 "ideal_s": ideal,
-                "overhead": wall / ideal,
+                "overhead": median / ideal,
+                "overhead_min_max": [min(walls) / ideal, max(walls) / ideal],
             }
         )
 
     n = args.episodes
+    threads = "" if args.threads is None else f", {args.threads} threads each"
     record("thread", f"ThreadVectorEnv, {n} threads", lambda: ThreadVectorEnv([local_fn] * n))
     record(
         "process",
-        f"ProcessVectorEnv, {args.workers} workers",
-        lambda: ProcessVectorEnv([local_fn] * n, num_workers=args.workers),
+        f"ProcessVectorEnv, {args.workers} workers{threads}",
+        lambda: ProcessVectorEnv(
+            [local_fn] * n, num_workers=args.workers, threads_per_worker=args.threads
+        ),
     )
-    server = ServerProcess(n)
-    remote_fn = functools.partial(RemoteEnv, server.url, ENV_ID, sleep=args.sleep, turns=args.turns)
-    record("remote", f"ThreadVectorEnv of {n} RemoteEnv", lambda: ThreadVectorEnv([remote_fn] * n))
-    server.stop()
+    if "remote" in args.backends:
+        server = ServerProcess(n)
+        remote_fn = functools.partial(
+            RemoteEnv, server.url, ENV_ID, sleep=args.sleep, turns=args.turns
+        )
+        record(
+            "remote", f"ThreadVectorEnv of {n} RemoteEnv", lambda: ThreadVectorEnv([remote_fn] * n)
+        )
+        server.stop()
+    if "ray" not in args.backends:
+        return rows
     try:
         from xpgym.core.vector.ray_backend import RayVectorEnv
     except ImportError as exc:
@@ -243,8 +275,10 @@ def blocking(args: argparse.Namespace) -> list[dict[str, Any]]:
         )
         record(
             "ray",
-            f"RayVectorEnv, {args.ray_actors} actors",
-            lambda: RayVectorEnv([local_fn] * n, num_actors=args.ray_actors),
+            f"RayVectorEnv, {args.ray_actors} actors{threads}",
+            lambda: RayVectorEnv(
+                [local_fn] * n, num_actors=args.ray_actors, threads_per_actor=args.threads
+            ),
         )
         ray.shutdown()
     return rows
@@ -264,9 +298,23 @@ def main() -> None:
     block.add_argument("--turns", type=int, default=3)
     block.add_argument("--workers", type=int, default=32, help="ProcessVectorEnv workers")
     block.add_argument("--ray-actors", type=int, default=32, help="RayVectorEnv actors")
+    block.add_argument(
+        "--threads", type=int, default=None, help="threads per worker / actor (default: all)"
+    )
+    block.add_argument("--repeats", type=int, default=1, help="runs per vector env")
+    block.add_argument(
+        "--backends", nargs="+", choices=BACKENDS, default=list(BACKENDS), help="which to run"
+    )
+    for command in (load, block):
+        command.add_argument("--output", type=Path, default=None, help="JSON results file")
     args = parser.parse_args()
     result = load_test(args) if args.bench == "load" else blocking(args)
-    print(json.dumps(result, indent=2))
+    text = json.dumps(result, indent=2)
+    print(text)
+    output = args.output or SCRIPTS.parent / "results" / f"bench_remote_{args.bench}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(text)
+    print(f"wrote {output}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@ Usage:
     python scripts/bench_vs_gem.py                 # full run (about 7 minutes on 2 cores)
     python scripts/bench_vs_gem.py --quick         # smoke run: 10x fewer steps, 3 repeats
     python scripts/bench_vs_gem.py --no-gem        # xpgym only (no GEM virtualenv needed)
+    python scripts/bench_vs_gem.py --only single_guess   # one measurement (repeatable)
 
 GEM lives in its own virtualenv (created on first use under ``--gem-venv``, default
 ``~/.cache/xpgym-bench/gem-venv``, or ``$XPGYM_BENCH_CACHE/gem-venv``; reused afterwards).
@@ -64,6 +65,9 @@ TARGET_SYNC_OVER_SINGLE = 0.80
 TARGET_ASYNC_OVER_SYNC = 1.0
 TARGET_ASYNC_OVER_GEM_ASYNC = 2.0
 TARGET_PROCESS_OVER_SYNC = 1.0
+TARGET_AHEAD_OF_GEM = 1.0
+NOT_A_LIBRARY_ROW = ("python_startup",)
+"""Rows that measure the venv, not the library: left out of "every row ahead of GEM"."""
 
 
 def cache_dir() -> Path:
@@ -264,6 +268,10 @@ MEASUREMENTS: tuple[Measurement, ...] = (
 )
 
 
+JOB_KEYS: tuple[str, ...] = tuple(m.key for m in MEASUREMENTS if m.key != "import_above_startup")
+"""The keys of measurements that are run (``import_above_startup`` is derived)."""
+
+
 def plan(
     *,
     steps: int,
@@ -341,6 +349,13 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
     return numerator / denominator
 
 
+def _ahead(results: Mapping[str, Any], m: Measurement) -> float | None:
+    """How many times better xpgym's median is than GEM's (> 1: xpgym is ahead), whichever
+    direction is better: ours/GEM for rates, GEM/ours for times."""
+    ours, gem = _median(results, m.key, "xpgym"), _median(results, m.key, "gem")
+    return _ratio(ours, gem) if m.higher_is_better else _ratio(gem, ours)
+
+
 def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
     """Rows, ratios and target verdicts from a results dict.
 
@@ -349,8 +364,9 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
 
     Returns:
         ``{"rows": [...], "ratios": [...], "targets": [...]}``. A row has the measurement's
-        `key`, `label`, `unit`, `higher_is_better`, the per-library stats (or `None`) and
-        ``ours_over_gem`` (ratio of medians). A ratio has `name`, `lib` and `value`. A target
+        `key`, `label`, `unit`, `higher_is_better`, the per-library stats (or `None`),
+        ``ours_over_gem`` (ratio of medians) and ``ahead`` (`_ahead`: > 1 when xpgym is
+        better, whichever direction is better). A ratio has `name`, `lib` and `value`. A target
         has `name`, `value`, `threshold`, `comparison` and `met` (`None`: not measured).
     """
     measurements = dict(results.get("measurements", {}))
@@ -377,6 +393,7 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
                 "ours_over_gem": _ratio(
                     _median(results, m.key, "xpgym"), _median(results, m.key, "gem")
                 ),
+                "ahead": _ahead(results, m),
             }
         )
     ratio_specs = [
@@ -422,6 +439,19 @@ def summarize(results: Mapping[str, Any]) -> dict[str, Any]:
             ">",
         ),
     ]
+    aheads = [
+        row["ahead"]
+        for row in rows
+        if row["ahead"] is not None and row["key"] not in NOT_A_LIBRARY_ROW
+    ]
+    checks.append(
+        (
+            "every row ahead of GEM (the closest row)",
+            min(aheads, default=None),
+            TARGET_AHEAD_OF_GEM,
+            ">=",
+        )
+    )
     targets = []
     for name, value, threshold, comparison in checks:
         met = None
@@ -461,16 +491,18 @@ def _fmt_stats(entry: Mapping[str, Any] | None) -> str:
 def format_table(summary: Mapping[str, Any]) -> str:
     """Markdown tables: measurements (min / **median** / max), ratios, and targets."""
     lines = [
-        "| Measurement | Unit | xpgym min / median / max | GEM min / median / max | ours/GEM |",
-        "|---|---|---|---|---|",
+        "| Measurement | Unit | xpgym min / median / max | GEM min / median / max | ours/GEM "
+        "| xpgym ahead |",
+        "|---|---|---|---|---|---|",
     ]
     for row in summary["rows"]:
-        ratio = row["ours_over_gem"]
+        ratio, ahead = row["ours_over_gem"], row["ahead"]
         direction = "higher" if row["higher_is_better"] else "lower"
         ratio_text = "n/a" if ratio is None else f"{ratio:.2f}x ({direction} is better)"
+        ahead_text = "n/a" if ahead is None else f"{ahead:.2f}x"
         lines.append(
             f"| {row['label']} | {row['unit']} | {_fmt_stats(row['xpgym'])} | "
-            f"{_fmt_stats(row['gem'])} | {ratio_text} |"
+            f"{_fmt_stats(row['gem'])} | {ratio_text} | {ahead_text} |"
         )
     lines += ["", "| Ratio of medians | xpgym | GEM |", "|---|---|---|"]
     names = list(dict.fromkeys(r["name"] for r in summary["ratios"]))
@@ -500,9 +532,13 @@ def venv_python(venv: Path) -> Path:
     return venv / "bin" / "python"
 
 
-def subprocess_env(python: Path) -> dict[str, str]:
-    """The environment for a worker: its venv's ``bin`` first on PATH, no PYTHONPATH, and
-    bytecode caching on (into ``<cache_dir()>/pycache``), for both libraries alike.
+def subprocess_env(python: Path, source: Path | None = None) -> dict[str, str]:
+    """The environment for a worker: its venv's ``bin`` first on PATH, PYTHONPATH only
+    `source` (none without it), and bytecode caching on (into ``<cache_dir()>/pycache``),
+    for both libraries alike.
+
+    xpgym's workers get ``source=REPO``, so they measure the xpgym of this checkout (a git
+    worktree, say), not whichever checkout the venv's editable install points at.
 
     Bytecode caching matters for import times: with ``PYTHONDONTWRITEBYTECODE=1`` (set on
     some machines) an editable install such as xpgym's has no ``.pyc`` files and every
@@ -513,6 +549,8 @@ def subprocess_env(python: Path) -> dict[str, str]:
     dropped = ("PYTHONPATH", "PYTHONHOME", "PYTHONDONTWRITEBYTECODE")
     env = {k: v for k, v in os.environ.items() if k not in dropped}
     env["PATH"] = f"{python.parent}{os.pathsep}{env.get('PATH', '')}"
+    if source is not None:
+        env["PYTHONPATH"] = str(source)
     env["VIRTUAL_ENV"] = str(python.parent.parent)
     env["PYTHONPYCACHEPREFIX"] = str(cache_dir() / "pycache")
     return env
@@ -535,10 +573,17 @@ def ensure_gem_venv(venv: Path, base_python: str) -> Path:
 
 
 def time_import(
-    python: Path, code: str, repeats: int, cwd: str, *, warmup: bool = True
+    python: Path,
+    code: str,
+    repeats: int,
+    cwd: str,
+    *,
+    warmup: bool = True,
+    source: Path | None = None,
 ) -> list[float]:
-    """Wall ms of ``python -c code`` in fresh processes (after one untimed run if `warmup`)."""
-    env = subprocess_env(python)
+    """Wall ms of ``python -c code`` in fresh processes (after one untimed run if `warmup`);
+    `source` as in `subprocess_env`."""
+    env = subprocess_env(python, source)
     command = [str(python), "-c", code]
     if warmup:
         subprocess.run(command, check=True, env=env, cwd=cwd, capture_output=True)
@@ -558,15 +603,17 @@ def run_job(
     Returns:
         ``{"samples": [...], "extra": {...}}``.
     """
+    source = REPO if job.lib == "xpgym" else None
     if job.kind == "import":
         code = "pass" if job.key == "python_startup" else f"import {job.lib}"
-        return {"samples": time_import(python, code, repeats, workdir, warmup=warmup), "extra": {}}
+        samples = time_import(python, code, repeats, workdir, warmup=warmup, source=source)
+        return {"samples": samples, "extra": {}}
     worker = Path(workdir) / "bench_worker.py"
     output = Path(workdir) / "result.json"
     spec = json.dumps({**job.params, "repeats": repeats, "lib": job.lib, "kind": job.kind})
     proc = subprocess.run(
         [str(python), str(worker), spec, str(output)],
-        env=subprocess_env(python),
+        env=subprocess_env(python, source),
         cwd=workdir,
         capture_output=True,
         text=True,
@@ -655,6 +702,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--gem-venv", type=Path, default=default_gem_venv(), help="GEM's venv")
     parser.add_argument("--no-gem", action="store_true", help="measure xpgym only")
+    parser.add_argument(
+        "--only",
+        action="append",
+        choices=JOB_KEYS,
+        metavar="KEY",
+        help=f"measure only this key (repeatable; one of {', '.join(JOB_KEYS)})",
+    )
     parser.add_argument("--output", type=Path, default=DEFAULT_OUTPUT, help="JSON results file")
     args = parser.parse_args(argv)
     if args.cpu_batch_steps is None:
@@ -686,6 +740,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         resets=args.resets,
         libs=libs,
     )
+    if args.only:
+        jobs = [job for job in jobs if job.key in args.only]
     results: dict[str, Any] = {
         "meta": {
             "machine": machine_info(),

@@ -61,6 +61,8 @@ def test_summarize_ratios_and_targets(bench: ModuleType) -> None:
     assert rows["cpu_process"]["gem"] is None
     assert rows["cpu_process"]["ours_over_gem"] is None
     assert rows["import_above_startup"]["xpgym"]["median"] == pytest.approx(105.0)
+    assert rows["import"]["ahead"] == pytest.approx(990 / 125)  # a time: GEM's / ours
+    assert rows["single_guess"]["ahead"] == pytest.approx(300 / 440)  # a rate: ours / GEM
     ratios = {(r["name"], r["lib"]): r["value"] for r in summary["ratios"]}
     assert ratios["sync / single (GuessTheNumber)", "gem"] == pytest.approx(215 / 440)
     assert ratios["process / sync (CPU-heavy)", "xpgym"] == pytest.approx(4 / 3)
@@ -72,7 +74,10 @@ def test_summarize_ratios_and_targets(bench: ModuleType) -> None:
         "async not slower than sync (pure-Python env)": False,  # 0.96
         "async >= 2x GEM's async": True,
         "process faster than sync (CPU-heavy env)": True,
+        "every row ahead of GEM (the closest row)": False,  # single env: 300k / 440k
     }
+    closest = next(t for t in summary["targets"] if t["name"].startswith("every row"))
+    assert closest["value"] == pytest.approx(300 / 440)  # python -c pass is not a row of it
 
 
 def test_summarize_without_gem(bench: ModuleType) -> None:
@@ -88,7 +93,8 @@ def test_format_table(bench: ModuleType) -> None:
     table = bench.format_table(bench.summarize(fake_results(bench)))
     assert "| GuessTheNumber-easy, 64 envs, async | env-steps/s |" in table
     assert "240,000 / **240,000** / 240,000" in table
-    assert "4.21x (higher is better)" in table
+    assert "4.21x (higher is better) | 4.21x |" in table
+    assert "0.13x (lower is better) | 7.92x |" in table  # import: 125 vs 990 ms
     assert "| async not slower than sync (pure-Python env) | 0.96x | >= 1.00x | **no** |" in table
     assert "| `import xpgym` <= 150 ms | 125 ms | <= 150 ms | yes |" in table
     assert "n/a" in table  # GEM has no process backend

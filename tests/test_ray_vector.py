@@ -90,6 +90,31 @@ def test_a_sub_env_that_overruns_step_timeout_is_truncated_not_awaited():
         assert obs[1] == "turn=2 last=b"
 
 
+def test_an_actor_with_threads_times_out_only_the_overrunning_sub_env():
+    """With two threads per actor the actor watches the clock instead of SIGALRM: the same
+    truncation, and the batch-mate in the same actor steps normally."""
+    with RayVectorEnv(spec.toy_fns(2), step_timeout=1, num_actors=1, threads_per_actor=2) as vec:
+        vec.reset(seed=0)
+        obs, _, _, trunc, infos = vec.step(["sleep:30", "a"])
+        assert list(trunc) == [True, False]
+        assert "TimeoutError" in infos[0]["error"]
+        assert obs[1] == "turn=1 last=a"
+        obs, *_ = vec.step(["a", "b"])  # NEXT_STEP: the rebuilt sub-env is reset
+        assert obs[0].startswith("start")
+        assert obs[1] == "turn=2 last=b"
+
+
+def test_an_actor_steps_its_sub_envs_concurrently(backend):
+    spec.meet_in_one_host(backend)
+
+
+def test_threads_per_actor_defaults_to_every_sub_env_of_an_actor_and_must_be_positive():
+    with RayVectorEnv(spec.toy_fns(3), num_actors=1) as vec:
+        assert vec.threads_per_actor == 3
+    with pytest.raises(ValueError, match="threads_per_actor"):
+        RayVectorEnv(spec.toy_fns(2), num_actors=1, threads_per_actor=0)
+
+
 def test_same_step_reports_a_failed_reset_and_resets_at_the_next_step(backend):
     spec.test_same_step_reports_a_failed_reset_and_resets_at_the_next_step(backend)
 

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from hang_guard import HANG_GUARD_S
-from toy_envs import MeetingEnv, ToyEnv
+from toy_envs import HostMeetingEnv, MeetingEnv, ToyEnv
 
 import xpgym
 from xpgym.core.env import Wrapper
@@ -26,7 +26,13 @@ from xpgym.core.vector import (
 )
 
 BACKENDS = [SyncVectorEnv, ThreadVectorEnv, ProcessVectorEnv]
-TIMEOUT_BACKENDS = [ThreadVectorEnv, ProcessVectorEnv]
+# A worker with several threads times steps out by watching them, not by SIGALRM.
+threaded_worker = functools.partial(ProcessVectorEnv, num_workers=1, threads_per_worker=2)
+TIMEOUT_BACKENDS = [ThreadVectorEnv, ProcessVectorEnv, threaded_worker]
+
+
+def backend_id(cls: Any) -> str:
+    return "ProcessVectorEnv-2-threads" if cls is threaded_worker else cls.__name__
 
 
 def toy_fns(n: int, episode_length: int = 3) -> list:
@@ -233,7 +239,7 @@ def test_a_raising_sub_env_is_truncated_with_an_error_and_the_batch_goes_on(back
         assert obs[1] == "turn=1 last=z"  # the rebuilt sub-env plays on
 
 
-@pytest.mark.parametrize("cls", TIMEOUT_BACKENDS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", TIMEOUT_BACKENDS, ids=backend_id)
 def test_a_sub_env_that_overruns_step_timeout_is_truncated_not_awaited(cls):
     with cls(toy_fns(2), step_timeout=0.5) as vec:
         vec.reset(seed=0)
@@ -246,7 +252,7 @@ def test_a_sub_env_that_overruns_step_timeout_is_truncated_not_awaited(cls):
         assert rew[0] == 0.0
 
 
-@pytest.mark.parametrize("cls", TIMEOUT_BACKENDS, ids=lambda c: c.__name__)
+@pytest.mark.parametrize("cls", TIMEOUT_BACKENDS, ids=backend_id)
 def test_same_step_resets_a_sub_env_that_overran_step_timeout_in_that_step(cls):
     with cls(toy_fns(2), step_timeout=0.5, autoreset_mode="SameStep") as vec:
         first_obs, _ = vec.reset(seed=0)
@@ -527,14 +533,69 @@ def test_trainer_grows_the_horizon_through_the_vector_env(backend):
 
 
 def test_thread_backend_hands_the_rest_of_a_batch_to_helpers_once_a_step_blocks():
-    """A fresh pool runs steps inline; the first blocking one moves the rest to helpers,
-    where the other seven run at once: they wait at a barrier that only seven pass."""
+    """After a batch of steps that do not block, the pool runs steps inline; the first
+    blocking one moves the rest to helpers, where the other seven run at once: they wait at
+    a barrier that only seven pass."""
     barrier = threading.Barrier(7, timeout=HANG_GUARD_S)
     with ThreadVectorEnv(meeting_fns(8, barrier)) as vec:
         vec.reset(seed=0)
+        vec.step(["a"] * 8)  # teaches the pool that steps do not block
         obs, _, _, trunc, _ = vec.step(["sleep:0.01"] + ["meet"] * 7)
     assert not trunc.any()
-    assert obs == ["turn=1 last=sleep:0.01"] + ["turn=1 last=meet"] * 7
+    assert obs == ["turn=2 last=sleep:0.01"] + ["turn=2 last=meet"] * 7
+
+
+def test_the_first_batch_of_steps_waits_on_every_blocking_step_at_once():
+    """A fresh pool does not know whether steps block: their first batch is shared, so eight
+    steps meet at a barrier that only eight pass, without a batch to teach the pool."""
+    barrier = threading.Barrier(8, timeout=HANG_GUARD_S)
+    with ThreadVectorEnv(meeting_fns(8, barrier)) as vec:
+        vec.reset(seed=0)
+        obs, _, _, trunc, _ = vec.step(["meet"] * 8)
+    assert not trunc.any()
+    assert obs == ["turn=1 last=meet"] * 8
+
+
+def meet_in_one_host(one_host: Any) -> None:
+    """Both sub-envs of ``one_host(fns)`` live in one worker process (or Ray actor); their
+    steps meet at that process's barrier, which only two threads in flight at once pass."""
+    fns = [functools.partial(HostMeetingEnv, "host", 2)] * 2
+    with one_host(fns) as vec:
+        vec.reset(seed=0)
+        vec.step(["sleep:0.01"] * 2)
+        obs, _, _, trunc, infos = vec.step(["meet", "meet"])
+    assert not trunc.any(), infos
+    assert obs == ["turn=2 last=meet"] * 2
+
+
+def test_a_worker_steps_its_sub_envs_concurrently():
+    meet_in_one_host(functools.partial(ProcessVectorEnv, num_workers=1))
+
+
+def test_a_worker_with_threads_isolates_a_raising_sub_env():
+    fns = [functools.partial(HostMeetingEnv, "isolation", 2)] * 3
+    with ProcessVectorEnv(fns, num_workers=1) as vec:
+        vec.reset(seed=0)
+        vec.step(["sleep:0.01"] * 3)
+        obs, _, _, trunc, infos = vec.step(["meet", "raise", "meet"])
+    assert list(trunc) == [False, True, False]
+    assert "RuntimeError" in infos[1]["error"]
+    assert obs[0] == obs[2] == "turn=2 last=meet"  # results stay in sub-env order
+
+
+@pytest.mark.parametrize("threads", [0, -1, 1.5, True])
+def test_threads_per_worker_must_be_a_positive_int(threads):
+    with pytest.raises(ValueError, match="threads_per_worker"):
+        ProcessVectorEnv(toy_fns(2), num_workers=1, threads_per_worker=threads)
+
+
+def test_a_worker_gets_a_thread_per_sub_env_or_one_with_a_step_timeout():
+    with ProcessVectorEnv(toy_fns(5), num_workers=2) as vec:
+        assert vec.threads_per_worker == 3  # every sub-env of the fullest worker
+    with ProcessVectorEnv(toy_fns(4), num_workers=2, step_timeout=5) as vec:
+        assert vec.threads_per_worker == 1  # SIGALRM can interrupt an overrunning step
+    with ProcessVectorEnv(toy_fns(4), num_workers=2, step_timeout=5, threads_per_worker=3) as vec:
+        assert vec.threads_per_worker == 3
 
 
 def test_get_states_and_set_states_branch_sub_envs_from_one_snapshot(backend):

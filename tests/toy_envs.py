@@ -11,6 +11,8 @@
   sleeps `s` seconds before stepping normally.
 
 `MeetingEnv` adds ``"meet"``, which waits at a shared barrier first: for concurrency tests.
+`HostMeetingEnv` is a `MeetingEnv` whose barrier is made where the env is built (a worker
+process, a Ray actor), shared by the sub-envs built there.
 `AnnouncingEnv` prints each step as it begins: for tests that host it in another process.
 """
 
@@ -19,6 +21,8 @@ from __future__ import annotations
 import threading
 import time
 from typing import Any
+
+from hang_guard import HANG_GUARD_S
 
 from xpgym.core.env import Env
 
@@ -92,6 +96,29 @@ class MeetingEnv(ToyEnv):
         if action == "meet":
             self.barrier.wait()
         return super().step(action)
+
+
+_host_barriers: dict[tuple[str, int], threading.Barrier] = {}
+_host_barriers_lock = threading.Lock()
+
+
+def host_barrier(name: str, parties: int) -> threading.Barrier:
+    """This process's barrier `name` for `parties` threads, made at first use (with a
+    `HANG_GUARD_S` timeout): every env built in one process with the same name shares it."""
+    with _host_barriers_lock:
+        key = (name, parties)
+        if key not in _host_barriers:
+            _host_barriers[key] = threading.Barrier(parties, timeout=HANG_GUARD_S)
+        return _host_barriers[key]
+
+
+class HostMeetingEnv(MeetingEnv):
+    """`MeetingEnv` meeting at ``host_barrier(name, parties)`` of the process that built it:
+    picklable (``functools.partial(HostMeetingEnv, name, parties)``), so sub-envs of one
+    worker process or Ray actor can show that they step at the same time."""
+
+    def __init__(self, name: str, parties: int, episode_length: int = 10) -> None:
+        super().__init__(host_barrier(name, parties), episode_length)
 
 
 class AnnouncingEnv(ToyEnv):

@@ -4,7 +4,8 @@ The default test run skips them (``--benchmark-skip`` in ``pyproject.toml``). Th
 with the same method as ``docs/benchmarks.md`` and ``scripts/bench_vs_gem.py``:
 
 * ``import xpgym`` wall time in a fresh interpreter (``python -c "import xpgym"``);
-* one ``game:GuessTheNumber-v0-easy`` env stepped `SINGLE_STEPS` times (reset on episode end);
+* one ``game:GuessTheNumber-v0-easy`` env stepped `SINGLE_STEPS` times (reset on episode end),
+  as `make` returns it and in a `MaxTurns` + `EpisodeStatistics` wrapper stack;
 * 64 of them in a vector env (``sync``, ``async``, ``process``), `BATCH_STEPS` batch steps;
 * the CPU-heavy `cpu_heavy_env.LatinSquareEnv` (reset about 300-500 us): its reset alone,
   and 64 of them in ``sync`` vs ``process`` vector envs.
@@ -98,9 +99,18 @@ def test_import_time(benchmark: Any) -> None:
     benchmark.extra_info["python_startup_ms_median"] = round(sorted(bare)[len(bare) // 2] * 1e3, 1)
 
 
-def test_single_env(benchmark: Any) -> None:
-    """One GuessTheNumber-easy env: `SINGLE_STEPS` steps, reset when an episode ends."""
-    env = xpgym.make(GUESS_ID)
+def _wrapped_guess_the_number() -> Any:
+    """GuessTheNumber-easy in a usual wrapper stack: every layer has its lifecycle checks."""
+    from xpgym.core.wrappers import EpisodeStatistics, MaxTurns
+
+    return EpisodeStatistics(MaxTurns(xpgym.make(GUESS_ID), 4))
+
+
+@pytest.mark.parametrize("stack", ["bare", "wrapped"])
+def test_single_env(benchmark: Any, stack: str) -> None:
+    """One GuessTheNumber-easy env (``bare`` as `make` returns it, or ``wrapped`` in
+    `MaxTurns` and `EpisodeStatistics`): `SINGLE_STEPS` steps, reset when an episode ends."""
+    env = xpgym.make(GUESS_ID) if stack == "bare" else _wrapped_guess_the_number()
     actions = _random_actions(GUESS_ID, SINGLE_STEPS)
 
     def loop() -> int:
@@ -114,7 +124,8 @@ def test_single_env(benchmark: Any) -> None:
         return episodes
 
     _run(benchmark, loop, lambda: env.reset(seed=0))
-    _record(benchmark, "single", SINGLE_STEPS)
+    ratios = {"wrapped_over_bare": "single"} if stack == "wrapped" else {}
+    _record(benchmark, "single" if stack == "bare" else "single_wrapped", SINGLE_STEPS, ratios)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async", "process"])

@@ -78,6 +78,18 @@ def _describe(env: EnvCore) -> str:
     return f"{name}({spec.id!r})" if spec is not None else name
 
 
+def _refuse_step(env: Env) -> None:
+    """Raise why `env` may not step now, or return if it may (a step after the end that the
+    env allows). Only called off the hot path, when the episode is not running."""
+    if env._xpgym_running is None:
+        raise ResetNeededError(f"{_describe(env)}: call reset() before step()")
+    if not env.allows_step_after_done:
+        raise EpisodeFinishedError(
+            f"{_describe(env)}: the episode is over (terminated or truncated); "
+            "call reset() to start a new one"
+        )
+
+
 def _enforce_step(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
     @functools.wraps(step)
     def checked_step(self: Env, action: Any) -> StepResult:
@@ -86,21 +98,16 @@ def _enforce_step(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
                 f"{_describe(self)}.step() takes the model's text as a str, "
                 f"got {type(action).__name__}: {action!r:.80}"
             )
-        flags = self.__dict__
-        if not flags.get("_xpgym_reset_done", False):
-            raise ResetNeededError(f"{_describe(self)}: call reset() before step()")
-        if flags.get("_xpgym_episode_over", False) and not self.allows_step_after_done:
-            raise EpisodeFinishedError(
-                f"{_describe(self)}: the episode is over (terminated or truncated); "
-                "call reset() to start a new one"
-            )
+        if self._xpgym_running is not True:
+            _refuse_step(self)
         result = step(self, action)
         if type(result) is not tuple or len(result) != 5:
             raise TypeError(
                 f"{_describe(self)}.step() must return (obs, reward, terminated, truncated, "
                 f"info), got {result!r:.120}"
             )
-        flags["_xpgym_episode_over"] = bool(result[2] or result[3])
+        if result[2] or result[3]:
+            self._xpgym_running = False
         return result
 
     checked_step._xpgym_enforced = True  # type: ignore[attr-defined]
@@ -111,8 +118,7 @@ def _enforce_reset(reset: Callable[..., tuple[Any, dict]]) -> Callable[..., tupl
     @functools.wraps(reset)
     def checked_reset(self: Env, *args: Any, **kwargs: Any) -> tuple[Any, dict]:
         result = reset(self, *args, **kwargs)
-        self.__dict__["_xpgym_reset_done"] = True
-        self.__dict__["_xpgym_episode_over"] = False
+        self._xpgym_running = True
         return result
 
     checked_reset._xpgym_enforced = True  # type: ignore[attr-defined]
@@ -123,8 +129,7 @@ def _enforce_set_state(set_state: Callable[..., None]) -> Callable[..., None]:
     @functools.wraps(set_state)
     def checked_set_state(self: Env, state: Any) -> None:
         set_state(self, state)
-        self.__dict__["_xpgym_reset_done"] = True
-        self.__dict__["_xpgym_episode_over"] = False
+        self._xpgym_running = True
 
     checked_set_state._xpgym_enforced = True  # type: ignore[attr-defined]
     return checked_set_state
@@ -208,6 +213,10 @@ class Env(EnvCore, Generic[ObsType]):
     """
 
     allows_step_after_done: ClassVar[bool] = False
+
+    # Lifecycle state kept by the checks: `None` before the first reset, `True` while an
+    # episode runs, `False` once it ended. One attribute, so a step reads it once.
+    _xpgym_running: bool | None = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Wrap the subclass's own `step`, `reset` and `set_state` with the lifecycle checks.

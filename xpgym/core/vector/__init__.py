@@ -10,7 +10,9 @@ Four backends, one API (`VectorEnv`), one module each over the shared `base`:
   (extra ``xpgym[ray]``).
 
 Semantics (autoreset modes, partial stepping, failure isolation, seeds) are documented in
-`xpgym.core.vector.base`, and are the same for every backend.
+`xpgym.core.vector.base`, and are the same for every backend. The thread backend, and each
+worker process or Ray actor, step their sub-envs on a `WorkSharingPool` (``pool.py``): cheap
+steps run one after another in one thread, steps that block wait all at once.
 
 `xpgym.make_vec` picks the backend by ``vectorization_mode`` (`VECTORIZATION_MODES`). The
 names differ from Gymnasium's where the backends differ: Gymnasium has no thread backend,

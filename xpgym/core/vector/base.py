@@ -182,6 +182,14 @@ class SubEnv:
     def set_attr(self, name: str, value: Any) -> None:
         setattr(_owner_of(self.env, name), name, value)  # type: ignore[arg-type]
 
+    def abandoned(self) -> SubEnv:
+        """A replacement for this sub-env while a thread is stuck in its env: same factory
+        and last observation, env built at the next reset. The stuck env is left alone (not
+        closed: the thread may still be using it)."""
+        fresh = SubEnv(self.env_fn, build=False)
+        fresh.last_obs = self.last_obs
+        return fresh
+
     def discard(self) -> None:
         env, self.env = self.env, None
         if env is not None:

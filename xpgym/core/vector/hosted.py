@@ -4,9 +4,17 @@ Two halves:
 
 * `SubEnvHost` lives where the sub-envs live (a worker process, a Ray actor). It holds
   several `SubEnv`s and runs one batch of tasks per call, answering every task with
-  ``("ok", result)`` or ``("error", text)``. With a ``step_timeout``, a step or reset that
-  overruns is interrupted by a ``SIGALRM`` timer (in the host's main thread), reported as
-  truncated with ``info["error"]``, and only that sub-env is rebuilt.
+  ``("ok", result)`` or ``("error", text)``, in task order. Its sub-envs step concurrently
+  on a `WorkSharingPool` of `threads` threads (``pool.py``): cheap steps run one after
+  another in the host's main thread, steps that block (I/O, a sandbox, a sleep) wait all at
+  once. With ``threads=1`` they run one after another in the main thread.
+* Timeouts (``step_timeout``): with one thread, a step or reset that overruns is
+  interrupted by a ``SIGALRM`` timer (in the host's main thread), reported as truncated
+  with ``info["error"]``, and only that sub-env is rebuilt. With several threads the host's
+  main thread watches the clock instead, as `ThreadVectorEnv` does: an overrunning step is
+  reported the same way, its sub-env rebuilt, and the thread stuck in it abandoned (a
+  thread cannot be interrupted); a host that stops answering altogether is replaced by the
+  parent, whatever the threads.
 * `HostedVectorEnv` is the parent's side: it turns the hosts' replies into the `VectorEnv`
   hooks. A backend implements `_dispatch` (send tasks to their hosts, return one reply per
   task, or `None` for a task whose host died or missed its deadline and was replaced).
@@ -32,6 +40,7 @@ from xpgym.core.vector.base import (
     VectorEnv,
     error_info,
 )
+from xpgym.core.vector.pool import TIMED_OUT, Failed, WorkSharingPool
 
 __all__ = ["HostedVectorEnv", "Reply", "SubEnvHost"]
 
@@ -53,22 +62,34 @@ class SubEnvHost:
     Tasks: ``step``: ``(index, action)`` (action `None`: reset in place of a step, see
     `SubEnv.step`); ``reset``: ``(index, seed, options)``; ``call`` / ``get_attr`` /
     ``set_attr``: ``(index, args)``. With `build` false the sub-envs are built at their
-    first reset (a replacement host).
+    first reset (a replacement host). `threads`: how many of its tasks may run at once (see
+    the module docstring); at least 1.
     """
 
     def __init__(
-        self, env_fns: dict[int, Callable[[], Env]], step_timeout: float | None, build: bool
+        self,
+        env_fns: dict[int, Callable[[], Env]],
+        step_timeout: float | None,
+        build: bool,
+        threads: int = 1,
     ) -> None:
-        # SIGALRM handlers run only in the main thread; elsewhere only the parent's
-        # deadline applies.
-        on_main_thread = threading.current_thread() is threading.main_thread()
-        self.step_timeout = step_timeout if on_main_thread else None
-        if self.step_timeout is not None:
-            signal.signal(signal.SIGALRM, _on_alarm)
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got {threads}")
+        self.step_timeout = step_timeout
+        self.pool: WorkSharingPool | None = None
+        if threads > 1:
+            self.pool = WorkSharingPool(threads, name="xpgym-host")
+        elif step_timeout is not None:
+            # SIGALRM handlers run only in the main thread; elsewhere only the parent's
+            # deadline applies.
+            if threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGALRM, _on_alarm)
+            else:
+                self.step_timeout = None
         self.subenvs = {i: SubEnv(fn, build=build) for i, fn in env_fns.items()}
 
     def _timed(self, fn: Callable[[], Any]) -> Any:
-        if self.step_timeout is None:
+        if self.step_timeout is None or self.pool is not None:
             return fn()
         signal.setitimer(signal.ITIMER_REAL, self.step_timeout)
         try:
@@ -76,35 +97,69 @@ class SubEnvHost:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
 
+    def _overran(self, i: int) -> TimeoutError:
+        return TimeoutError(f"sub-env {i} step took over {self.step_timeout}s")
+
     def _step(self, i: int, action: str | None) -> StepResult:
         sub = self.subenvs[i]
         try:
             return self._timed(functools.partial(sub.step, action))
         except _StepTimeoutError:  # raised in the env's step, or between its lines
-            return sub.failed(TimeoutError(f"sub-env {i} step took over {self.step_timeout}s"))
+            return sub.failed(self._overran(i))
+
+    def _task(self, command: str, task: tuple) -> Any:
+        """Run one task; raises what the sub-env raised (but a step never raises)."""
+        if command == "step":
+            return self._step(*task)
+        if command == "reset":
+            i, seed, options = task
+            return self._timed(functools.partial(self.subenvs[i].reset, seed, options))
+        i, args = task
+        return getattr(self.subenvs[i], command)(*args)
 
     def run(self, command: str, payload: list[tuple]) -> list[Reply]:
         """Run one batch; one reply per task, in order. Never raises for a task."""
-        replies: list[Reply] = []
-        for task in payload:
-            try:
-                if command == "step":
-                    replies.append(("ok", self._step(*task)))
-                elif command == "reset":
-                    i, seed, options = task
-                    reset = functools.partial(self.subenvs[i].reset, seed, options)
-                    replies.append(("ok", self._timed(reset)))
-                else:
-                    i, args = task
-                    replies.append(("ok", getattr(self.subenvs[i], command)(*args)))
-            except BaseException as exc:
-                replies.append(("error", repr(exc)))
-        return replies
+        if self.pool is None:
+            replies: list[Reply] = []
+            for task in payload:
+                try:
+                    replies.append(("ok", self._task(command, task)))
+                except BaseException as exc:
+                    replies.append(("error", repr(exc)))
+            return replies
+        results = self.pool.run(
+            lambda j: self._task(command, payload[j]), len(payload), self.step_timeout, command
+        )
+        return [
+            self._reply(command, task, result)
+            for task, result in zip(payload, results, strict=True)
+        ]
+
+    def _reply(self, command: str, task: tuple, result: Any) -> Reply:
+        """A pooled task's reply; a task that overran gives its sub-env up to its thread."""
+        if isinstance(result, Failed):
+            return ("error", repr(result.exc))
+        if result is not TIMED_OUT:
+            return ("ok", result)
+        i = task[0]
+        stuck = self.subenvs[i]
+        self.subenvs[i] = stuck.abandoned()
+        if command != "step":
+            return ("error", f"{command} timed out after {self.step_timeout}s")
+        return ("ok", (stuck.last_obs, 0.0, False, True, error_info(self._overran(i))))
 
     def close(self) -> None:
-        """Close every sub-env."""
-        for sub in self.subenvs.values():
-            sub.discard()
+        """Close every sub-env and stop the threads."""
+        try:
+            if self.pool is None:
+                for sub in self.subenvs.values():
+                    sub.discard()
+            else:
+                subs = list(self.subenvs.values())
+                self.pool.run(lambda j: subs[j].discard(), len(subs), self.step_timeout, "close")
+        finally:
+            if self.pool is not None:
+                self.pool.close()
 
 
 class HostedVectorEnv(VectorEnv):
@@ -124,6 +179,20 @@ class HostedVectorEnv(VectorEnv):
         """Send each task (its first item is a sub-env index) to its host; replies in task
         order, `None` for a task whose host died or hung (and was replaced)."""
         raise NotImplementedError
+
+    def _host_threads(self, name: str, given: int | None, most_hosted: int) -> int:
+        """The threads per host: `given`, else `most_hosted` (every sub-env of the fullest
+        host may wait at once), or 1 with a `step_timeout` (an overrunning step is then
+        interrupted by SIGALRM, not abandoned to its thread).
+
+        Raises:
+            ValueError: `given` is not a positive int.
+        """
+        if given is None:
+            return 1 if self.step_timeout is not None else max(most_hosted, 1)
+        if isinstance(given, bool) or not isinstance(given, int) or given < 1:
+            raise ValueError(f"{name} must be a positive int, got {given!r}")
+        return given
 
     @staticmethod
     def _host_payload(command: str, task: tuple) -> tuple:

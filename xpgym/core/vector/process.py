@@ -2,13 +2,17 @@
 
 Each worker process hosts several sub-envs (by default the sub-envs are split evenly over
 one worker per CPU), so a batch costs one message round trip per worker, not per sub-env.
-Workers step their sub-envs in parallel with each other.
+Workers step their sub-envs in parallel with each other, and each worker steps its own
+sub-envs concurrently on ``threads_per_worker`` threads: cheap steps run one after another
+in the worker's main thread, steps that block (I/O, a sandbox, a sleep) wait all at once
+(see `xpgym.core.vector.hosted`).
 
-Timeouts (``step_timeout``): inside the worker, a step that overruns is interrupted by a
-``SIGALRM`` timer and reported as truncated with ``info["error"]``, and only that sub-env is
-rebuilt. If a worker stops answering altogether (a hang in C code, a crash), the parent
-kills it, starts a new one, and reports every sub-env it hosted and had not finished as
-truncated with ``info["error"]``.
+Timeouts (``step_timeout``): inside the worker, a step that overruns is reported as
+truncated with ``info["error"]``, and only that sub-env is rebuilt; with one thread per
+worker (the default with a timeout) the step is interrupted by a ``SIGALRM`` timer, with
+several it is left to a thread the worker abandons. If a worker stops answering
+altogether (a hang in C code, a crash), the parent kills it, starts a new one, and reports
+every sub-env it hosted and had not finished as truncated with ``info["error"]``.
 
 Env factories and wrappers must pickle (module-level functions, classes, or
 `functools.partial` of them), as for any ``multiprocessing`` program; and a script that
@@ -45,6 +49,7 @@ def _worker_main(
     env_fns: dict[int, Callable[[], Env]],
     step_timeout: float | None,
     build: bool,
+    threads: int,
 ) -> None:
     """Worker loop: build a `SubEnvHost`, then answer one batch per message until `close`.
 
@@ -53,7 +58,7 @@ def _worker_main(
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     try:
-        host = SubEnvHost(env_fns, step_timeout, build)
+        host = SubEnvHost(env_fns, step_timeout, build, threads)
         conn.send([("ok", None)])
     except Exception as exc:
         conn.send([("error", f"construction: {exc!r}")])
@@ -81,12 +86,13 @@ class _Worker:
         env_fns: Sequence[Callable[[], Env]],
         step_timeout: float | None,
         build: bool,
+        threads: int,
     ) -> None:
         self.indices = indices
         self.conn, child_conn = ctx.Pipe()
         self.process = ctx.Process(
             target=_worker_main,
-            args=(child_conn, {i: env_fns[i] for i in indices}, step_timeout, build),
+            args=(child_conn, {i: env_fns[i] for i in indices}, step_timeout, build, threads),
             name=f"xpgym-vec-worker-{indices[0]}",
             daemon=True,
         )
@@ -108,6 +114,9 @@ class ProcessVectorEnv(HostedVectorEnv):
         autoreset_mode: See `xpgym.core.vector.base`.
         step_timeout: Seconds a step or reset may take (see module docstring).
         num_workers: Worker processes (default: `min(num_envs, os.cpu_count())`).
+        threads_per_worker: Sub-envs a worker may step at once (see the module docstring).
+            Default: all the sub-envs it hosts, or 1 with a `step_timeout` (so that an
+            overrunning step is interrupted, not abandoned to its thread).
         context: ``multiprocessing`` start method (default ``"spawn"``).
     """
 
@@ -120,12 +129,16 @@ class ProcessVectorEnv(HostedVectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         step_timeout: float | None = None,
         num_workers: int | None = None,
+        threads_per_worker: int | None = None,
         context: str = "spawn",
     ) -> None:
         super().__init__(env_fns, autoreset_mode=autoreset_mode, step_timeout=step_timeout)
         num_workers = min(self.num_envs, num_workers or os.cpu_count() or 1)
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
+        self.threads_per_worker = self._host_threads(
+            "threads_per_worker", threads_per_worker, -(-self.num_envs // num_workers)
+        )
         for i, fn in enumerate(self.env_fns):
             try:
                 pickle.dumps(fn)
@@ -154,7 +167,8 @@ class ProcessVectorEnv(HostedVectorEnv):
             raise
 
     def _start_worker(self, indices: list[int], *, build: bool = True) -> _Worker:
-        return _Worker(self._ctx, indices, self.env_fns, self.step_timeout, build)
+        threads = min(self.threads_per_worker, len(indices))
+        return _Worker(self._ctx, indices, self.env_fns, self.step_timeout, build, threads)
 
     def _receive(self, worker: _Worker, timeout: float | None) -> list[tuple[str, Any]] | None:
         """The worker's reply, or `None` if it died or did not answer within `timeout`."""

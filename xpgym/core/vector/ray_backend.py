@@ -4,17 +4,22 @@ The Ray counterpart of `ProcessVectorEnv`, with the same API and semantics (auto
 partial stepping, failure isolation, seeds; see `xpgym.core.vector.base`). Each actor hosts
 several sub-envs (by default the sub-envs are split evenly over one actor per CPU of the
 cluster), so a batch costs one actor call per actor, not per sub-env; actors step their
-sub-envs in parallel with each other. Every sub-env runs in a `SubEnv`, exactly as in the
-other backends.
+sub-envs in parallel with each other, and each actor steps its own sub-envs concurrently
+on ``threads_per_actor`` threads: cheap steps run one after another in the actor's main
+thread, steps that block (I/O, a sandbox, a sleep) wait all at once (see
+`xpgym.core.vector.hosted`). Every sub-env runs in a `SubEnv`, exactly as in the other
+backends.
 
 Timeouts (``step_timeout``), as in `ProcessVectorEnv`: inside the actor, a step or reset
-that overruns is interrupted by a ``SIGALRM`` timer and reported as truncated with
-``info["error"]``, and only that sub-env is rebuilt. If an actor does not answer within
-``step_timeout * <its tasks> + kill_grace`` seconds (a hang in C code, a blocked signal) or
-dies, the parent kills it with ``ray.kill``, starts a fresh actor for its sub-envs (built
-but not reset), and reports every sub-env it hosted and had not finished as truncated with
-``info["error"]``. Its sub-envs that were not in that batch report the same truncation at
-their next step (their episodes were lost with the actor); the step after that resets them.
+that overruns is reported as truncated with ``info["error"]``, and only that sub-env is
+rebuilt; with one thread per actor (the default with a timeout) the step is interrupted by
+a ``SIGALRM`` timer, with several it is left to a thread the actor abandons. If an actor
+does not answer within ``step_timeout * <its tasks> + kill_grace`` seconds (a hang in C
+code, a blocked signal) or dies, the parent kills it with ``ray.kill``, starts a fresh
+actor for its sub-envs (built but not reset), and reports every sub-env it hosted and had
+not finished as truncated with ``info["error"]``. Its sub-envs that were not in that batch
+report the same truncation at their next step (their episodes were lost with the actor);
+the step after that resets them.
 
 Ray: ``ray`` is an extra (``pip install "xpgym[ray]"``) and is imported only when a
 `RayVectorEnv` is built. If Ray is already initialized, its instance is used and left
@@ -57,11 +62,15 @@ class _ActorHost(SubEnvHost):
     the host's SIGALRM timeouts work there."""
 
     def __init__(
-        self, env_fns: dict[int, Callable[[], Env]], step_timeout: float | None, build: bool
+        self,
+        env_fns: dict[int, Callable[[], Env]],
+        step_timeout: float | None,
+        build: bool,
+        threads: int,
     ) -> None:
         self.construction_error: str | None = None
         try:
-            super().__init__(env_fns, step_timeout, build)
+            super().__init__(env_fns, step_timeout, build, threads)
         except Exception as exc:
             self.construction_error = f"construction: {exc!r}"
 
@@ -81,6 +90,9 @@ class RayVectorEnv(HostedVectorEnv):
             Sub-envs are split over them in contiguous, near-equal groups.
         envs_per_actor: Alternatively, sub-envs per actor (the last actor may get fewer);
             ``num_actors = ceil(num_envs / envs_per_actor)``. Give at most one of the two.
+        threads_per_actor: Sub-envs an actor may step at once (see the module docstring).
+            Default: all the sub-envs it hosts, or 1 with a `step_timeout` (so that an
+            overrunning step is interrupted, not abandoned to its thread).
         actor_options: Passed to ``.options(...)`` of every actor (``num_cpus``,
             ``resources``, ``runtime_env``, ``scheduling_strategy``...). Default: Ray's
             actor defaults.
@@ -105,6 +117,7 @@ class RayVectorEnv(HostedVectorEnv):
         step_timeout: float | None = None,
         num_actors: int | None = None,
         envs_per_actor: int | None = None,
+        threads_per_actor: int | None = None,
         actor_options: Mapping[str, Any] | None = None,
         kill_grace: float = 5.0,
     ) -> None:
@@ -119,6 +132,8 @@ class RayVectorEnv(HostedVectorEnv):
                 raise ValueError(f"{name} must be a positive int, got {value!r}")
         if kill_grace < 0:
             raise ValueError(f"kill_grace must be >= 0 seconds, got {kill_grace!r}")
+        # Checked before Ray starts; the default needs the actor groups (below).
+        self._host_threads("threads_per_actor", threads_per_actor, 1)
         ray = import_optional("ray", needed_by="RayVectorEnv", install='pip install "xpgym[ray]"')
         self._ray = ray
         self._uses_owned_ray = _acquire_ray(ray)
@@ -137,6 +152,9 @@ class RayVectorEnv(HostedVectorEnv):
             self.actor_indices.append(list(range(start, stop)))
             start = stop
         self.kill_grace = kill_grace
+        self.threads_per_actor = self._host_threads(
+            "threads_per_actor", threads_per_actor, max(map(len, self.actor_indices))
+        )
         self._actor_cls = ray.remote(_ActorHost)
         if actor_options:
             self._actor_cls = self._actor_cls.options(**dict(actor_options))
@@ -160,7 +178,8 @@ class RayVectorEnv(HostedVectorEnv):
 
     def _start_actor(self, indices: list[int], *, build: bool = True) -> Any:
         fns = {i: self.env_fns[i] for i in indices}
-        return self._actor_cls.remote(fns, self.step_timeout, build)
+        threads = min(self.threads_per_actor, len(indices))
+        return self._actor_cls.remote(fns, self.step_timeout, build, threads)
 
     def _await_ready(self, a: int) -> None:
         ray, indices = self._ray, self.actor_indices[a]

@@ -38,6 +38,7 @@ search needs at most ``floor(log2(n)) + 1`` turns for ``n`` numbers, which fits 
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any, ClassVar, NamedTuple
 
@@ -96,6 +97,8 @@ def parse_guess(action: str) -> tuple[str | None, int | None]:
     boxed = matches[-1].strip()
     if not _INTEGER.fullmatch(boxed):
         return boxed, None
+    if len(boxed) <= _MAX_DIGITS:  # a checked ASCII integer: int() reads it as is
+        return boxed, int(boxed)
     sign = -1 if boxed[0] == "-" else 1
     digits = boxed.lstrip("+-").lstrip("0") or "0"
     if len(digits) > _MAX_DIGITS:  # still an integer, just far out of any range
@@ -105,6 +108,17 @@ def parse_guess(action: str) -> tuple[str | None, int | None]:
 
 def _turns(n: int) -> str:
     return "1 turn" if n == 1 else f"{n} turns"
+
+
+@functools.lru_cache(maxsize=64)
+def _instructions(lo: int, hi: int, max_turns: int) -> str:
+    """The first observation of an episode (cached: it depends on the settings alone)."""
+    return (
+        f"Guess the number: I picked an integer from {lo} to {hi} (inclusive). You have "
+        f"{_turns(max_turns)}. After each guess I tell you whether the number is "
+        f"higher or lower. Put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}; "
+        "only the last \\boxed{} in your reply counts."
+    )
 
 
 class GuessTheNumberEnv(PresetEnv[Settings]):
@@ -166,12 +180,7 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
         self.target = int(self.np_random.integers(self.min_number, self.max_number + 1))
         self.turn = 0
         lo, hi = self.min_number, self.max_number
-        obs = (
-            f"Guess the number: I picked an integer from {lo} to {hi} (inclusive). You have "
-            f"{_turns(self.max_turns)}. After each guess I tell you whether the number is "
-            f"higher or lower. Put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}; "
-            "only the last \\boxed{} in your reply counts."
-        )
+        obs = _instructions(lo, hi, self.max_turns)
         info = {
             "difficulty": self.episode_difficulty,
             "min_number": lo,
@@ -182,41 +191,37 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Take one turn; see the module docstring for the rules and rewards."""
-        self.turn += 1
+        self.turn = turn = self.turn + 1
         boxed, guess = parse_guess(action)
-        lo, hi = self.min_number, self.max_number
-        prefix = f"Turn {self.turn}/{self.max_turns}:"
+        lo, hi, max_turns, target = self.min_number, self.max_number, self.max_turns, self.target
         correct = invalid = False
         if guess is None:
             invalid = True
             reward = FORMAT_ERROR_REWARD
             what = "no \\boxed{} found" if boxed is None else f"{boxed!r:.40} is not an integer"
-            feedback = (
-                f"{prefix} {what}; put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}."
-            )
+            feedback = f"{what}; put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}."
         elif not lo <= guess <= hi:
             invalid = True
             reward = OUT_OF_RANGE_REWARD
-            feedback = f"{prefix} {boxed:.40} is out of range; guess from {lo} to {hi}."
-        elif guess == self.target:
+            feedback = f"{boxed:.40} is out of range; guess from {lo} to {hi}."
+        elif guess == target:
             correct = True
             reward = CORRECT_REWARD
-            feedback = f"{prefix} {guess} is correct! You found the number."
+            feedback = f"{guess} is correct! You found the number."
         else:
             reward = WRONG_GUESS_REWARD
-            direction = "higher" if self.target > guess else "lower"
-            feedback = f"{prefix} the number is {direction} than {guess}."
-        truncated = not correct and self.turn >= self.max_turns
+            feedback = f"the number is {'higher' if target > guess else 'lower'} than {guess}."
+        # One string per turn: "Turn t/T: <feedback>[ <turns left or the answer>]".
+        truncated = not correct and turn >= max_turns
         if truncated:
-            feedback += f" No turns left; the number was {self.target}."
-        elif not correct:
-            feedback += f" {_turns(self.max_turns - self.turn)} left."
-        info = {
-            "correct": correct,
-            "invalid_action": invalid,
-            "parsed_action": boxed,
-            "turn": self.turn,
-        }
+            feedback = (
+                f"Turn {turn}/{max_turns}: {feedback} No turns left; the number was {target}."
+            )
+        elif correct:
+            feedback = f"Turn {turn}/{max_turns}: {feedback}"
+        else:
+            feedback = f"Turn {turn}/{max_turns}: {feedback} {_turns(max_turns - turn)} left."
+        info = {"correct": correct, "invalid_action": invalid, "parsed_action": boxed, "turn": turn}
         return feedback, reward, correct, truncated, info
 
     def sample_random_action(self) -> str:
