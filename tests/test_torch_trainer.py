@@ -515,6 +515,27 @@ def test_rollout_old_logprobs_need_sampler_logprobs(episodes):
         trainer.make_batch(bare)
 
 
+def test_truncated_importance_sampling_weighs_each_token_by_the_capped_ratio(episodes):
+    """``tis_cap``: each policy token's loss times min(exp(log pi_old - log pi_sampler), cap)."""
+    trainer = Trainer(random_byte_lm.tiny_model(seed=0), config(tis_cap=2.0))
+    batch = trainer.make_batch(episodes)
+    mask = batch.loss_mask
+    sampler = torch.as_tensor(batch.rows.rollout_logprobs)
+    expected = torch.exp(batch.old_logprobs - sampler).clamp(max=2.0)
+    assert batch.tis_weights is not None
+    torch.testing.assert_close(batch.tis_weights[mask], expected[mask])
+    assert not batch.tis_weights[~mask].any()
+    assert (batch.tis_weights[mask] <= 2.0).all()
+
+    def first_loss(**overrides) -> float:
+        model = random_byte_lm.tiny_model(seed=0)
+        return Trainer(model, config(algorithm="rebn", **overrides)).train_step(episodes)["loss"]
+
+    plain, tiny = first_loss(), first_loss(tis_cap=1e-6)  # every weight capped at 1e-6
+    assert abs(plain) > 1e-4
+    assert abs(tiny) <= 1e-6 * abs(plain) * 10
+
+
 # -- configuration ------------------------------------------------------------------------
 
 
@@ -528,6 +549,8 @@ def test_rollout_old_logprobs_need_sampler_logprobs(episodes):
         ({"gamma": 1.5}, "gamma must be in"),
         ({"temperature": 0.0}, "temperature must be"),
         ({"lr": -1.0}, "lr must be"),
+        ({"tis_cap": 0.0}, "tis_cap must be finite and > 0"),
+        ({"tis_cap": 2.0, "old_logprobs": "rollout"}, "needs old_logprobs='recompute'"),
         ({"ppo_epochs": 0}, "ppo_epochs must be"),
         ({"dual_clip_c": 0.5}, "dual_clip_c must be > 1"),
         ({"num_episodes": 5, "group_size": 2}, "multiple of group_size"),

@@ -89,6 +89,13 @@ class Semantics:
         dual_clip_c: The trainer's dual-clip constant, or None.
         adam_betas: The AdamW betas the trainer runs with (its default, or its recipe's);
             eps is 1e-8 for all (torch's default, which none of them changes).
+        old_logprobs: Where the trainer's ``log pi_old`` comes from (`TrainerConfig`):
+            ``"rollout"`` (the sampler's, every step) or ``"recompute"`` (a no-grad pass
+            at the start of each step: the ratio is 1 at the start of every step).
+        tis_cap: The trainer's truncated importance-sampling cap (`TrainerConfig.tis_cap`).
+        gamma: The discount the trainer's estimator uses, where it is not the job's (None).
+        advantage_kwargs: The estimator's statistics options (`TrainerConfig.advantage_kwargs`,
+            e.g. ``(("std", "unbiased"), ("eps", 1e-6))``).
         why: Where these settings come from (the trainer's code or defaults).
     """
 
@@ -96,6 +103,10 @@ class Semantics:
     loss_agg_mode: str = "token-mean"
     dual_clip_c: float | None = None
     adam_betas: tuple[float, float] = (0.9, 0.999)
+    old_logprobs: str = "rollout"
+    tis_cap: float | None = None
+    gamma: float | None = None
+    advantage_kwargs: tuple[tuple[str, Any], ...] = ()
     why: str = ""
 
 
@@ -116,14 +127,26 @@ SEMANTICS: dict[str, Semantics] = {
     "oat": Semantics(
         layout="per_turn",
         loss_agg_mode="seq-mean-token-mean",
+        adam_betas=(0.9, 0.95),
+        old_logprobs="recompute",
+        tis_cap=2.0,
         why="one row per turn (to_transition_data); Oat's default masked_mean per row, then "
-        "the mean over rows",
+        "the mean over rows; learning_step recomputes log pi_old at its start and weighs each "
+        "token by min(exp(old - sampler), tis_c=2.0)",
     ),
     "trl": Semantics(
         why="one completion per episode (to_rollout_output); loss_type 'dapo': token mean "
         "over the batch's policy tokens"
     ),
-    "roll": Semantics(why="one row per episode (trajectory_batch); agg_loss token-mean"),
+    "roll": Semantics(
+        old_logprobs="recompute",
+        gamma=1.0,
+        advantage_kwargs=(("std", "unbiased"), ("eps", 1e-6)),
+        why="one row per episode (trajectory_batch); the trajectory estimator gives every "
+        "policy token its episode's total normalised over the batch (mean/std unbiased, eps "
+        "1e-6: per-turn returns with gamma 1 where only the last turn is rewarded); "
+        "ActorWorker recomputes log pi_old at the step's start; agg_loss token-mean",
+    ),
 }
 """Each trainer's documented semantics (a runner module may override its entry with a
 module attribute ``SEMANTICS``)."""
@@ -242,7 +265,8 @@ def reference_run(job: UpdateJob, semantics: Semantics) -> TrainerRun:
     config = TrainerConfig(
         algorithm="rebn",
         layout=semantics.layout,  # type: ignore[arg-type]
-        gamma=hp.gamma,
+        gamma=hp.gamma if semantics.gamma is None else semantics.gamma,
+        advantage_kwargs=dict(semantics.advantage_kwargs),
         num_episodes=len(job.episodes),
         lr=hp.lr,
         adam_betas=semantics.adam_betas,
@@ -252,7 +276,8 @@ def reference_run(job: UpdateJob, semantics: Semantics) -> TrainerRun:
         clip_eps_high=hp.clip_high,
         dual_clip_c=semantics.dual_clip_c,
         loss_agg_mode=semantics.loss_agg_mode,  # type: ignore[arg-type]
-        old_logprobs="rollout",
+        old_logprobs=semantics.old_logprobs,  # type: ignore[arg-type]
+        tis_cap=semantics.tis_cap,
         kl_coef=hp.kl_coef,
         ent_coef=hp.entropy_coef,
         seed=hp.seed,

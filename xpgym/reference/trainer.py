@@ -208,6 +208,11 @@ class TrainerConfig:
             (the sampler's log-probs: an off-policy ratio against the inference engine),
             or ``"detach"`` (``logp.detach()`` inside the single update pass; verl and RL2's
             on-policy shortcut; needs ``ppo_epochs == num_minibatches == 1``).
+        tis_cap: Truncated importance sampling between the learner and the sampler: each
+            policy token's loss is multiplied by ``min(exp(log pi_old - log pi_sampler),
+            tis_cap)`` (no gradient), which corrects for the sampler's numerics (Oat's
+            ``tis_c``, default 2.0 there). Needs the sampler's log-probs and
+            ``old_logprobs="recompute"``; ``None``: off.
         kl_coef: Weight ``beta`` of the KL-to-reference loss term (0: no reference model).
         kl_estimator: ``"k1"``, ``"k2"`` or ``"k3"`` (see `kl_penalty`).
         ent_coef: Weight of the entropy bonus (0: the entropy is only reported).
@@ -244,6 +249,7 @@ class TrainerConfig:
     loss_agg_mode: LossAggMode = "token-mean"
     loss_scale_factor: float | None = None
     old_logprobs: OldLogprobs = "recompute"
+    tis_cap: float | None = None
     kl_coef: float = 0.0
     kl_estimator: KLEstimator = "k3"
     ent_coef: float = 0.0
@@ -278,6 +284,13 @@ class TrainerConfig:
             value = getattr(self, name)
             if not 0.0 <= value < math.inf:
                 raise ValueError(f"{name} must be finite and >= 0, got {value!r}")
+        if self.tis_cap is not None and not (0.0 < self.tis_cap < math.inf):
+            raise ValueError(f"tis_cap must be finite and > 0 (Oat uses 2.0), got {self.tis_cap!r}")
+        if self.tis_cap is not None and self.old_logprobs != "recompute":
+            raise ValueError(
+                f"tis_cap weighs the recomputed log pi_old against the sampler's; it needs "
+                f"old_logprobs='recompute', got {self.old_logprobs!r}"
+            )
         if self.dual_clip_c is not None and not 1.0 < self.dual_clip_c < math.inf:
             raise ValueError(f"dual_clip_c must be > 1 (verl uses 3.0), got {self.dual_clip_c!r}")
         if self.num_episodes % self.group_size:
@@ -326,6 +339,8 @@ class Batch:
         loss_mask: bool, policy tokens (``rows.response_mask``).
         advantages: float32, the advantage of each policy token's turn; 0 elsewhere.
         old_logprobs: float32, ``log pi_old`` (0 on non-policy tokens for ``"rollout"``).
+        tis_weights: float32, ``min(exp(log pi_old - log pi_sampler), tis_cap)`` on policy
+            tokens (`TrainerConfig.tis_cap`), or None.
         ref_logprobs: float32 ``log pi_ref``, or None without a KL term.
         value_mask: bool, the positions where each turn's value is read (PPO; else empty).
         old_values: float32, ``V_old`` at `value_mask`, 0 elsewhere.
@@ -356,6 +371,7 @@ class Batch:
     turn_advantages: NDArray[np.float64]
     turn_values: NDArray[np.float64] | None = None
     turn_returns: NDArray[np.float64] | None = None
+    tis_weights: torch.Tensor | None = None
 
 
 class Trainer:
@@ -501,13 +517,19 @@ class Trainer:
                     temperature=cfg.temperature,
                     position_ids=position_ids,
                 )
-        if cfg.old_logprobs == "rollout":
+        if cfg.old_logprobs == "rollout" or cfg.tis_cap is not None:
             if rows.rollout_logprobs is None:
                 raise ValueError(
-                    "old_logprobs='rollout' needs the sampler's log-probs, but the episodes "
-                    "have no response_logprobs; use old_logprobs='recompute'"
+                    f"old_logprobs={cfg.old_logprobs!r} with tis_cap={cfg.tis_cap!r} needs the "
+                    "sampler's log-probs, but the episodes have no response_logprobs"
                 )
-            old_logprobs = torch.as_tensor(rows.rollout_logprobs, device=device)
+            sampler_logprobs = torch.as_tensor(rows.rollout_logprobs, device=device)
+        tis_weights = None
+        if cfg.tis_cap is not None:
+            tis_weights = torch.exp(old_logprobs - sampler_logprobs).clamp(max=cfg.tis_cap)
+            tis_weights = torch.where(loss_mask, tis_weights, 0.0)
+        if cfg.old_logprobs == "rollout":
+            old_logprobs = sampler_logprobs
 
         # 4. Advantages per turn [N, T], from xpgym.core.advantages.
         rewards, turn_mask = turn_rewards(episodes)  # r[n, t], real turns
@@ -576,6 +598,7 @@ class Trainer:
             turn_advantages=advantages,
             turn_values=turn_values,
             turn_returns=turn_returns,
+            tis_weights=tis_weights,
         )
         if self.advantage_fn is not None:  # an outside estimator replaces step 4
             replaced = torch.as_tensor(self.advantage_fn(batch), dtype=torch.float32)
@@ -634,6 +657,8 @@ class Trainer:
                     clip_eps_high=cfg.eps_high,
                     dual_clip_c=cfg.dual_clip_c,
                 )
+                if batch.tis_weights is not None:  # truncated importance sampling (tis_cap)
+                    pg_mat = pg_mat * batch.tis_weights[at]
                 pg_loss = aggregate_loss(pg_mat, mask, cfg.loss_agg_mode, loss_scale_factor=scale)
                 loss = pg_loss
 
