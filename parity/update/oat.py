@@ -33,6 +33,7 @@ from unittest import mock
 
 from parity.core import NotRunnableError
 from parity.trainers._stand_ins import stand_ins
+from parity.update._common import snapshot
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 
 __all__ = ["METRICS", "STAND_INS", "learning_steps", "run"]
@@ -145,16 +146,6 @@ class _Strategy:
         return tensor
 
 
-# TODO(merge): shared helper
-def _snapshot(model: Any) -> dict[str, Any]:
-    """Every trainable parameter as a float32 CPU copy, by name (`StepResult.params`)."""
-    return {
-        name: p.detach().float().cpu().clone()
-        for name, p in model.named_parameters()
-        if p.requires_grad
-    }
-
-
 def _micro_batch(rows: int, largest: int) -> int:
     """The largest divisor of `rows` not above `largest`: Oat's learner indexes whole
     micro-batches only (``torch.arange(i, i + train_batch_size_per_device)``)."""
@@ -260,7 +251,7 @@ def learning_steps(
                     StepResult(
                         loss=engine.loss,
                         grad_norm=float(infos["policy_grad_norm"]),
-                        params=_snapshot(model),
+                        params=snapshot(model),
                     )
                 )
                 metrics.append({name: float(infos[name]) for name in METRICS})

@@ -44,8 +44,8 @@ from unittest import mock
 
 from parity.core import NotRunnableError
 from parity.trainers._stand_ins import stand_ins
+from parity.update._common import snapshot
 from parity.update.job import StepResult, TrainerRun, UpdateJob
-from parity.update.oat import _snapshot  # TODO(merge): shared helper
 
 __all__ = ["STAND_INS", "run"]
 
@@ -219,7 +219,7 @@ def run(job: UpdateJob) -> TrainerRun:
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)
             steps.append(
-                StepResult(loss=loss_total, grad_norm=float(grad_norm), params=_snapshot(model))
+                StepResult(loss=loss_total, grad_norm=float(grad_norm), params=snapshot(model))
             )
             logger.info("roll step %d: loss %.4f", k + 1, loss_total)
     return TrainerRun(
