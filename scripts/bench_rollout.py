@@ -1,0 +1,200 @@
+r"""Rollout speed of the CPU demo, with and without `HFPolicy`'s cross-turn KV cache.
+
+    python scripts/bench_rollout.py [--steps 8] [--pretrain-steps 40] [--threads 0]
+                                    [--out results/bench_rollout.json]
+
+Builds the demo of ``recipes/train_torch.py`` with its defaults (the same tokenizer, model,
+64 episodes per step, vector env and trainer), pretrains it for `--pretrain-steps` steps so
+that replies look like the demo's (``\boxed{n}`` then the stop token, episodes ending at
+different turns), then, from the same weights, runs `--steps` RL steps (collect 64 episodes
++ one update) with the cache and without it. For each it reports:
+
+* wall time per RL step, split into rollout (``collector.collect``) and update;
+* policy throughput: generated tokens per second of ``policy.generate``, and prompt tokens
+  prefilled (all of every prompt without the cache, only the new ones with it);
+* where a rollout's time goes: the model (the decoding loop or ``model.generate``),
+  conversion (the rest of ``policy.generate``: encoding, matching prompts to the cache,
+  building `Generation`s), env (every call on the vector env), prompt building
+  (`ChatPromptBuilder`), and the collector's own bookkeeping (the rest). "Overhead" is
+  env + prompt building + bookkeeping + conversion as a share of rollout time.
+
+Writes the numbers as JSON to `--out` and prints a table. Timings come from wrapping those
+methods on the instances (``time.perf_counter``), so the collector and policy run unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xpgym.core.cli import parse_dataclass_args
+from xpgym.core.rollout import RolloutCollector
+from xpgym.reference.warm_start import RandomValidGuesser, number_range, pretrain
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_METHODS = ("reset", "step", "get_states", "set_states", "get_attr", "call")
+
+
+@dataclasses.dataclass
+class Options:
+    steps: int = 8  # RL steps per mode
+    pretrain_steps: int = 40
+    threads: int = 0  # torch threads; 0: the demo's choice (idle cores)
+    out: str = "results/bench_rollout.json"
+
+
+def load_recipe() -> Any:
+    """``recipes/train_torch.py`` as a module (its `Args`, `build`, `make_policy`)."""
+    spec = importlib.util.spec_from_file_location(
+        "train_torch", ROOT / "recipes" / "train_torch.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while defining
+    spec.loader.exec_module(module)
+    return module
+
+
+class Clock:
+    """Seconds spent in wrapped methods, per key."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def wrap(self, obj: Any, name: str, key: str) -> None:
+        """Replace ``obj.name`` on the instance by a timed call of the original."""
+        original: Callable[..., Any] = getattr(obj, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[key] += time.perf_counter() - start
+
+        setattr(obj, name, timed)
+
+
+def run_mode(recipe: Any, args: Any, weights: dict[str, Any], steps: int) -> dict[str, Any]:
+    """`steps` RL steps of the demo from `weights`, timed (see the module docstring)."""
+    tokenizer, model, vec, trainer = recipe.build(args)
+    model.load_state_dict(weights)
+    policy = recipe.make_policy(model, tokenizer, args, args.temperature)
+    collector = RolloutCollector(vec, policy)
+    clock = Clock()
+    clock.wrap(policy, "generate", "generate")
+    model_method = "_generate_uncached" if policy._decoder is None else "decode"
+    clock.wrap(policy._decoder or policy, model_method, "model")
+    clock.wrap(collector.prompt_builder, "start", "prompt building")
+    clock.wrap(collector.prompt_builder, "extend", "prompt building")
+    for name in ENV_METHODS:
+        clock.wrap(vec, name, "env")
+    rollout_s = update_s = 0.0
+    generated = prompt_tokens = 0
+    for step in range(1, steps + 1):
+        start = time.perf_counter()
+        episodes = collector.collect(args.episodes_per_step, seed=args.seed * 100_003 + step)
+        middle = time.perf_counter()
+        trainer.train_step(episodes)
+        rollout_s += middle - start
+        update_s += time.perf_counter() - middle
+        turns = [turn for episode in episodes for turn in episode.turns]
+        generated += sum(len(turn.response_ids) for turn in turns)
+        prompt_tokens += sum(len(turn.prompt_ids) for turn in turns)
+        print(f"  step {step}/{steps}: rollout {middle - start:.2f} s", flush=True)
+    vec.close()
+    seconds = dict(clock.seconds)
+    parts = {
+        "model": seconds["model"],
+        "conversion": seconds["generate"] - seconds["model"],
+        "env": seconds.get("env", 0.0),
+        "prompt building": seconds.get("prompt building", 0.0),
+    }
+    parts["bookkeeping"] = rollout_s - sum(parts.values())
+    stats = policy.cache_stats
+    return {
+        "kv_cache": policy.kv_cache,
+        "steps": steps,
+        "step_s": (rollout_s + update_s) / steps,
+        "rollout_s": rollout_s / steps,
+        "update_s": update_s / steps,
+        "generated_tokens_per_s": generated / seconds["generate"],
+        "prompt_tokens_prefilled_per_step": (stats.prefilled if stats else prompt_tokens) / steps,
+        "rollout_share": {k: v / rollout_s for k, v in parts.items()},
+        "overhead_share": 1 - parts["model"] / rollout_s,
+    }
+
+
+def main() -> None:
+    options = parse_dataclass_args(Options, __doc__.splitlines()[0])
+    recipe = load_recipe()
+    args = recipe.Args()
+    torch.set_num_threads(options.threads or recipe.idle_cores())
+    tokenizer, model, vec, _ = recipe.build(args)
+    guesser = RandomValidGuesser(tokenizer, *number_range(args.env), seed=args.seed)
+    print(f"pretraining {options.pretrain_steps} steps ...", flush=True)
+    pretrain(
+        model,
+        tokenizer,
+        vec,
+        guesser,
+        steps=options.pretrain_steps,
+        episodes_per_step=args.pretrain_episodes_per_step,
+        lr=args.pretrain_lr,
+    )
+    vec.close()
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    results = {}
+    for kv_cache in (True, False):
+        print(f"kv_cache={kv_cache}: {options.steps} RL steps", flush=True)
+        mode_args = dataclasses.replace(args, no_kv_cache=not kv_cache)
+        results["cached" if kv_cache else "uncached"] = run_mode(
+            recipe, mode_args, weights, options.steps
+        )
+    cached, uncached = results["cached"], results["uncached"]
+    summary = {
+        "options": dataclasses.asdict(options),
+        "torch_threads": torch.get_num_threads(),
+        **results,
+        "speedup": {
+            "rollout": uncached["rollout_s"] / cached["rollout_s"],
+            "rl_step": uncached["step_s"] / cached["step_s"],
+            "generated_tokens_per_s": cached["generated_tokens_per_s"]
+            / uncached["generated_tokens_per_s"],
+        },
+    }
+    out = Path(options.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+
+    print(f"\n{'':<34}{'cached':>10}{'uncached':>10}{'speedup':>9}")
+    for key, label in (
+        ("step_s", "RL step, s"),
+        ("rollout_s", "rollout, s"),
+        ("update_s", "update, s"),
+        ("generated_tokens_per_s", "generated tokens/s"),
+        ("prompt_tokens_prefilled_per_step", "prompt tokens prefilled/step"),
+    ):
+        a, b = cached[key], uncached[key]
+        speedup = a / b if key == "generated_tokens_per_s" else b / a
+        print(f"{label:<34}{a:>10.2f}{b:>10.2f}{speedup:>9.2f}")
+    for part in cached["rollout_share"]:
+        a, b = cached["rollout_share"][part], uncached["rollout_share"][part]
+        print(f"{'rollout share: ' + part:<34}{a:>10.1%}{b:>10.1%}")
+    a, b = cached["overhead_share"], uncached["overhead_share"]
+    print(f"{'overhead (all but the model)':<34}{a:>10.1%}{b:>10.1%}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
