@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,24 @@ def build(args: Args) -> tuple[Any, Any, Any, Trainer]:
     return tokenizer, model, vec, Trainer(model, config, pad_token_id=tokenizer.pad_token_id)
 
 
+def warm_start(
+    model: Any, tokenizer: Any, vec: Any, args: Args, on_step: Callable[[], object] | None = None
+) -> list[float]:
+    """Pretrain `model` for ``args.pretrain_steps`` steps on transcripts of the env's random
+    valid guesser (`xpgym.reference.warm_start.pretrain`); the losses, one per step."""
+    guesser = RandomValidGuesser(tokenizer, *number_range(args.env), seed=args.seed)
+    return pretrain(
+        model,
+        tokenizer,
+        vec,
+        guesser,
+        steps=args.pretrain_steps,
+        episodes_per_step=args.pretrain_episodes_per_step,
+        lr=args.pretrain_lr,
+        on_step=None if on_step is None else lambda step, loss: on_step(),
+    )
+
+
 def idle_cores() -> int:
     """Cores not busy with other work right now, between 1 and 4: tiny matrices gain little
     from more threads, and threads fighting another job for a core cost up to 5x
@@ -295,18 +314,8 @@ def main() -> None:
 
     log(initial := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "random init"})
     # Warm start: next-token loss on whole transcripts of a random valid guesser.
-    guesser = RandomValidGuesser(tokenizer, *number_range(args.env), seed=args.seed)
     with tqdm(total=args.pretrain_steps, desc="pretraining", unit="step") as progress:
-        pretrain_losses = pretrain(
-            model,
-            tokenizer,
-            vec,
-            guesser,
-            steps=args.pretrain_steps,
-            episodes_per_step=args.pretrain_episodes_per_step,
-            lr=args.pretrain_lr,
-            on_step=lambda step, loss: progress.update(),
-        )
+        pretrain_losses = warm_start(model, tokenizer, vec, args, lambda: progress.update())
     eval_start = time.monotonic()
     log(before := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "after pretraining"})
     rl_start, step = time.monotonic(), 0

@@ -38,7 +38,6 @@ import torch
 
 from xpgym.core.cli import parse_dataclass_args
 from xpgym.core.rollout import RolloutCollector
-from xpgym.reference.warm_start import RandomValidGuesser, number_range, pretrain
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_METHODS = ("reset", "step", "get_states", "set_states", "get_attr", "call")
@@ -141,16 +140,9 @@ def main() -> None:
     args = recipe.Args()
     torch.set_num_threads(options.threads or recipe.idle_cores())
     tokenizer, model, vec, _ = recipe.build(args)
-    guesser = RandomValidGuesser(tokenizer, *number_range(args.env), seed=args.seed)
     print(f"pretraining {options.pretrain_steps} steps ...", flush=True)
-    pretrain(
-        model,
-        tokenizer,
-        vec,
-        guesser,
-        steps=options.pretrain_steps,
-        episodes_per_step=args.pretrain_episodes_per_step,
-        lr=args.pretrain_lr,
+    recipe.warm_start(
+        model, tokenizer, vec, dataclasses.replace(args, pretrain_steps=options.pretrain_steps)
     )
     vec.close()
     weights = {k: v.clone() for k, v in model.state_dict().items()}
