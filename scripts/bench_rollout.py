@@ -7,7 +7,7 @@ Builds the demo of ``recipes/train_torch.py`` with its defaults (the same tokeni
 64 episodes per step, vector env and trainer), pretrains it for `--pretrain-steps` steps so
 that replies look like the demo's (``\boxed{n}`` then the stop token, episodes ending at
 different turns), then, from the same weights, runs `--steps` RL steps (collect 64 episodes
-+ one update) with the cache and without it. For each it reports:
++ one update) with the cache and without it, alternating step by step. For each it reports:
 
 * wall time per RL step, split into rollout (``collector.collect``) and update;
 * policy throughput: generated tokens per second of ``policy.generate``, and prompt tokens
@@ -84,54 +84,67 @@ class Clock:
         setattr(obj, name, timed)
 
 
-def run_mode(recipe: Any, args: Any, weights: dict[str, Any], steps: int) -> dict[str, Any]:
-    """`steps` RL steps of the demo from `weights`, timed (see the module docstring)."""
-    tokenizer, model, vec, trainer = recipe.build(args)
-    model.load_state_dict(weights)
-    policy = recipe.make_policy(model, tokenizer, args, args.temperature)
-    collector = RolloutCollector(vec, policy)
-    clock = Clock()
-    clock.wrap(policy, "generate", "generate")
-    model_method = "_generate_uncached" if policy._decoder is None else "decode"
-    clock.wrap(policy._decoder or policy, model_method, "model")
-    clock.wrap(collector.prompt_builder, "start", "prompt building")
-    clock.wrap(collector.prompt_builder, "extend", "prompt building")
-    for name in ENV_METHODS:
-        clock.wrap(vec, name, "env")
-    rollout_s = update_s = 0.0
-    generated = prompt_tokens = 0
-    for step in range(1, steps + 1):
+class Mode:
+    """The demo with or without the cache, from `weights`, timed (module docstring)."""
+
+    def __init__(self, recipe: Any, args: Any, weights: dict[str, Any]) -> None:
+        self.args = args
+        tokenizer, model, self.vec, self.trainer = recipe.build(args)
+        model.load_state_dict(weights)
+        self.policy = recipe.make_policy(model, tokenizer, args, args.temperature)
+        self.collector = RolloutCollector(self.vec, self.policy)
+        self.clock = Clock()
+        self.clock.wrap(self.policy, "generate", "generate")
+        decoder = self.policy._decoder
+        self.clock.wrap(
+            decoder or self.policy, "decode" if decoder else "_generate_uncached", "model"
+        )
+        self.clock.wrap(self.collector.prompt_builder, "start", "prompt building")
+        self.clock.wrap(self.collector.prompt_builder, "extend", "prompt building")
+        for name in ENV_METHODS:
+            self.clock.wrap(self.vec, name, "env")
+        self.steps = 0
+        self.rollout_s = self.update_s = 0.0
+        self.generated = self.prompt_tokens = 0
+
+    def step(self) -> float:
+        """One RL step (collect + update); returns the rollout's seconds."""
+        self.steps += 1
+        seed = self.args.seed * 100_003 + self.steps
         start = time.perf_counter()
-        episodes = collector.collect(args.episodes_per_step, seed=args.seed * 100_003 + step)
+        episodes = self.collector.collect(self.args.episodes_per_step, seed=seed)
         middle = time.perf_counter()
-        trainer.train_step(episodes)
-        rollout_s += middle - start
-        update_s += time.perf_counter() - middle
+        self.trainer.train_step(episodes)
+        self.rollout_s += middle - start
+        self.update_s += time.perf_counter() - middle
         turns = [turn for episode in episodes for turn in episode.turns]
-        generated += sum(len(turn.response_ids) for turn in turns)
-        prompt_tokens += sum(len(turn.prompt_ids) for turn in turns)
-        print(f"  step {step}/{steps}: rollout {middle - start:.2f} s", flush=True)
-    vec.close()
-    seconds = dict(clock.seconds)
-    parts = {
-        "model": seconds["model"],
-        "conversion": seconds["generate"] - seconds["model"],
-        "env": seconds.get("env", 0.0),
-        "prompt building": seconds.get("prompt building", 0.0),
-    }
-    parts["bookkeeping"] = rollout_s - sum(parts.values())
-    stats = policy.cache_stats
-    return {
-        "kv_cache": policy.kv_cache,
-        "steps": steps,
-        "step_s": (rollout_s + update_s) / steps,
-        "rollout_s": rollout_s / steps,
-        "update_s": update_s / steps,
-        "generated_tokens_per_s": generated / seconds["generate"],
-        "prompt_tokens_prefilled_per_step": (stats.prefilled if stats else prompt_tokens) / steps,
-        "rollout_share": {k: v / rollout_s for k, v in parts.items()},
-        "overhead_share": 1 - parts["model"] / rollout_s,
-    }
+        self.generated += sum(len(turn.response_ids) for turn in turns)
+        self.prompt_tokens += sum(len(turn.prompt_ids) for turn in turns)
+        return middle - start
+
+    def report(self) -> dict[str, Any]:
+        self.vec.close()
+        seconds = dict(self.clock.seconds)
+        parts = {
+            "model": seconds["model"],
+            "conversion": seconds["generate"] - seconds["model"],
+            "env": seconds.get("env", 0.0),
+            "prompt building": seconds.get("prompt building", 0.0),
+        }
+        parts["bookkeeping"] = self.rollout_s - sum(parts.values())
+        stats = self.policy.cache_stats
+        prefilled = stats.prefilled if stats else self.prompt_tokens
+        return {
+            "kv_cache": self.policy.kv_cache,
+            "steps": self.steps,
+            "step_s": (self.rollout_s + self.update_s) / self.steps,
+            "rollout_s": self.rollout_s / self.steps,
+            "update_s": self.update_s / self.steps,
+            "generated_tokens_per_s": self.generated / seconds["generate"],
+            "prompt_tokens_prefilled_per_step": prefilled / self.steps,
+            "rollout_share": {k: v / self.rollout_s for k, v in parts.items()},
+            "overhead_share": 1 - parts["model"] / self.rollout_s,
+        }
 
 
 def main() -> None:
@@ -146,13 +159,15 @@ def main() -> None:
     )
     vec.close()
     weights = {k: v.clone() for k, v in model.state_dict().items()}
-    results = {}
-    for kv_cache in (True, False):
-        print(f"kv_cache={kv_cache}: {options.steps} RL steps", flush=True)
-        mode_args = dataclasses.replace(args, no_kv_cache=not kv_cache)
-        results["cached" if kv_cache else "uncached"] = run_mode(
-            recipe, mode_args, weights, options.steps
-        )
+    # The two modes alternate step by step, so that both see the same machine load.
+    modes = {
+        name: Mode(recipe, dataclasses.replace(args, no_kv_cache=name == "uncached"), weights)
+        for name in ("cached", "uncached")
+    }
+    for step in range(1, options.steps + 1):
+        times = {name: mode.step() for name, mode in modes.items()}
+        print(f"  RL step {step}/{options.steps}: rollout s {times}", flush=True)
+    results = {name: mode.report() for name, mode in modes.items()}
     cached, uncached = results["cached"], results["uncached"]
     summary = {
         "options": dataclasses.asdict(options),

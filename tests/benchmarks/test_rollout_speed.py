@@ -42,6 +42,7 @@ def demo() -> Any:
     sys.modules[spec.name] = bench
     spec.loader.exec_module(bench)
     recipe = bench.load_recipe()
+    torch.set_num_threads(recipe.idle_cores())  # as the demo: threads that fight cost up to 5x
     args = recipe.Args(pretrain_steps=PRETRAIN_STEPS)
     tokenizer, model, vec, _ = recipe.build(args)
     recipe.warm_start(model, tokenizer, vec, args)
