@@ -29,6 +29,11 @@ One call, prompts ``p_0 .. p_{B-1}``:
        rows draw too and get ``pad_token_id``), so the same RNG state gives the same tokens.
        It stops when every row has produced a stop token or after ``max_new_tokens``.
     4. Keep: each row's prompt plus the response tokens that were fed back (all but the last).
+
+Limits: the model's cache must support ``batch_select_indices`` (transformers'
+``DynamicCache``, what decoder-only models build by default). With sliding-window attention
+the window counts cache slots, holes included, so once a cache is wider than the window the
+results drift from ``generate``'s; use ``kv_cache=False`` for such models with long prompts.
 """
 
 from __future__ import annotations
