@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,7 @@ class Args:
     gamma: float = 0.9
     temperature: float = 1.0
     max_new_tokens: int = 6
+    no_kv_cache: bool = False  # HFPolicy re-prefills every prompt (the cache: 2-3x faster)
     time_budget_s: float = 560.0  # the whole job, final evaluation included (about 9.5 min)
     # evaluation
     eval_episodes: int = 200
@@ -167,22 +169,71 @@ def reference_policies(env_id: str, episodes: int, seed: int) -> dict[str, dict[
     return results
 
 
+def make_policy(model: Any, tokenizer: Any, args: Args, temperature: float) -> HFPolicy:
+    """The demo's `HFPolicy` (``temperature=0``: greedy), with the cross-turn KV cache unless
+    ``args.no_kv_cache``."""
+    return HFPolicy(
+        model,
+        tokenizer,
+        max_new_tokens=args.max_new_tokens,
+        temperature=temperature,
+        top_p=1.0,
+        top_k=0,
+        seed=args.seed,
+        kv_cache=not args.no_kv_cache,
+    )
+
+
 def evaluate(model: Any, tokenizer: Any, vec: Any, args: Args, step: int) -> dict[str, Any]:
     """Play the held-out seeds greedily and with sampling; the same seeds every time."""
     out: dict[str, Any] = {"kind": "eval", "step": step}
     for mode, temperature in (("greedy", 0.0), ("sampled", args.temperature)):
-        policy = HFPolicy(
-            model,
-            tokenizer,
-            max_new_tokens=args.max_new_tokens,
-            temperature=temperature,
-            top_p=1.0,
-            top_k=0,
-            seed=args.seed,
-        )
-        collector = RolloutCollector(vec, policy)
+        collector = RolloutCollector(vec, make_policy(model, tokenizer, args, temperature))
         out[mode] = summarize(play(collector, args.eval_episodes, HELD_OUT_SEED), args.env)
     return out
+
+
+def build(args: Args) -> tuple[Any, Any, Any, Trainer]:
+    """The demo's tokenizer, freshly initialised model, vector env and RL trainer."""
+    corpus = env_corpus(xpgym.make(args.env), episodes=50, seed=CORPUS_SEED)
+    tokenizer = build_tiny_tokenizer(corpus, max_number=100)
+    model = build_tiny_model(
+        tokenizer,
+        hidden_size=args.hidden_size,
+        num_layers=args.num_layers,
+        num_heads=args.num_heads,
+        seed=args.seed,
+    )
+    vec = xpgym.make_vec(args.env, args.num_envs)
+    config = TrainerConfig(
+        algorithm=args.algorithm,
+        gamma=args.gamma,
+        lr=args.lr,
+        temperature=args.temperature,
+        max_new_tokens=args.max_new_tokens,
+        num_episodes=args.episodes_per_step,
+        old_logprobs="detach",  # one on-policy pass: the ratio is 1, skip the extra forward
+        seed=args.seed,
+    )
+    return tokenizer, model, vec, Trainer(model, config, pad_token_id=tokenizer.pad_token_id)
+
+
+def warm_start(
+    model: Any, tokenizer: Any, vec: Any, args: Args, on_step: Callable[[], object] | None = None
+) -> list[float]:
+    """Pretrain `model` for ``args.pretrain_steps`` steps on transcripts of the env's random
+    valid guesser (`xpgym.reference.warm_start.pretrain`); the losses, one per step."""
+    guesser = RandomValidGuesser(tokenizer, *number_range(args.env), seed=args.seed)
+    return pretrain(
+        model,
+        tokenizer,
+        vec,
+        guesser,
+        steps=args.pretrain_steps,
+        episodes_per_step=args.pretrain_episodes_per_step,
+        lr=args.pretrain_lr,
+        on_step=None if on_step is None else lambda step, loss: on_step(),
+    )
 
 
 def idle_cores() -> int:
@@ -251,37 +302,8 @@ def main() -> None:
     start = time.monotonic()
 
     # The model: a tokenizer over the env's own words and the numbers, and a small decoder.
-    corpus = env_corpus(xpgym.make(args.env), episodes=50, seed=CORPUS_SEED)
-    tokenizer = build_tiny_tokenizer(corpus, max_number=100)
-    model = build_tiny_model(
-        tokenizer,
-        hidden_size=args.hidden_size,
-        num_layers=args.num_layers,
-        num_heads=args.num_heads,
-        seed=args.seed,
-    )
-    vec = xpgym.make_vec(args.env, args.num_envs)
-    config = TrainerConfig(
-        algorithm=args.algorithm,
-        gamma=args.gamma,
-        lr=args.lr,
-        temperature=args.temperature,
-        max_new_tokens=args.max_new_tokens,
-        num_episodes=args.episodes_per_step,
-        old_logprobs="detach",  # one on-policy pass: the ratio is 1, skip the extra forward
-        seed=args.seed,
-    )
-    trainer = Trainer(model, config, pad_token_id=tokenizer.pad_token_id)
-    sampler = HFPolicy(
-        model,
-        tokenizer,
-        max_new_tokens=args.max_new_tokens,
-        temperature=args.temperature,
-        top_p=1.0,
-        top_k=0,
-        seed=args.seed,
-    )
-    collector = RolloutCollector(vec, sampler)
+    tokenizer, model, vec, trainer = build(args)
+    collector = RolloutCollector(vec, make_policy(model, tokenizer, args, args.temperature))
 
     records: list[dict[str, Any]] = []
     metrics_file = (out_dir / "metrics.jsonl").open("w")
@@ -293,18 +315,8 @@ def main() -> None:
 
     log(initial := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "random init"})
     # Warm start: next-token loss on whole transcripts of a random valid guesser.
-    guesser = RandomValidGuesser(tokenizer, *number_range(args.env), seed=args.seed)
     with tqdm(total=args.pretrain_steps, desc="pretraining", unit="step") as progress:
-        pretrain_losses = pretrain(
-            model,
-            tokenizer,
-            vec,
-            guesser,
-            steps=args.pretrain_steps,
-            episodes_per_step=args.pretrain_episodes_per_step,
-            lr=args.pretrain_lr,
-            on_step=lambda step, loss: progress.update(),
-        )
+        pretrain_losses = warm_start(model, tokenizer, vec, args, lambda: progress.update())
     eval_start = time.monotonic()
     log(before := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "after pretraining"})
     rl_start, step = time.monotonic(), 0
@@ -314,10 +326,13 @@ def main() -> None:
     progress = tqdm(total=budget_left, desc="RL (time budget)", unit="s")
     for step in range(1, args.steps + 1):
         # 1. Collect complete episodes with the current policy (token ids + log-probs).
+        tick = time.monotonic()
         episodes = play(collector, args.episodes_per_step, seed=args.seed * 100_003 + step)
+        rollout_s, tick = time.monotonic() - tick, time.monotonic()
         # 2-4. Per-turn returns, ReBN advantages on every turn's tokens, policy-gradient step.
         metrics = trainer.train_step(episodes)
-        log({"kind": "train", "step": step, **summarize(episodes, args.env), **metrics})
+        timing = {"rollout_s": rollout_s, "update_s": time.monotonic() - tick}
+        log({"kind": "train", "step": step, **summarize(episodes, args.env), **metrics, **timing})
         if step % args.eval_every == 0:
             log(evaluate(model, tokenizer, vec, args, step))
         progress.update(min(budget_left, round(time.monotonic() - rl_start)) - progress.n)

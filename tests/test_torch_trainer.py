@@ -488,6 +488,25 @@ def test_only_policy_tokens_get_gradient(episodes, algorithm):
     assert env_tokens.any()
 
 
+@pytest.mark.parametrize(
+    ("overrides", "passes"),
+    [
+        ({"old_logprobs": "detach"}, 1),  # the update's own forward only
+        ({"old_logprobs": "recompute"}, 2),  # log pi_old first, then the update
+        ({"old_logprobs": "detach", "algorithm": "ppo"}, 2),  # V_old needs the first pass
+    ],
+)
+def test_detach_skips_the_no_grad_pass_unless_values_need_it(episodes, overrides, passes):
+    cfg = config(**overrides)
+    trainer = ppo_trainer(cfg) if cfg.algorithm == "ppo" else None
+    trainer = trainer or Trainer(random_byte_lm.tiny_model(seed=0), cfg)
+    forwards = []
+    trainer.model.register_forward_hook(lambda module, inputs, output: forwards.append(1))
+    metrics = trainer.train_step(episodes)
+    assert len(forwards) == passes
+    assert np.isfinite(metrics["loss"])
+
+
 def test_episodes_without_policy_tokens_are_dropped(tokenizer, episodes, caplog):
     skipped = Episode(
         "toy",

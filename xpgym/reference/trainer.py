@@ -207,7 +207,8 @@ class TrainerConfig:
             pass with the weights before the update; Oat, OpenRLHF, ROLL), ``"rollout"``
             (the sampler's log-probs: an off-policy ratio against the inference engine),
             or ``"detach"`` (``logp.detach()`` inside the single update pass; verl and RL2's
-            on-policy shortcut; needs ``ppo_epochs == num_minibatches == 1``).
+            on-policy shortcut; needs ``ppo_epochs == num_minibatches == 1``; without PPO's
+            value head it skips the no-grad pass: one forward+backward per step).
         tis_cap: Truncated importance sampling between the learner and the sampler: each
             policy token's loss is multiplied by ``min(exp(log pi_old - log pi_sampler),
             tis_cap)`` (no gradient), which corrects for the sampler's numerics (Oat's
@@ -338,7 +339,8 @@ class Batch:
         input_ids, attention_mask, position_ids: int64 model inputs.
         loss_mask: bool, policy tokens (``rows.response_mask``).
         advantages: float32, the advantage of each policy token's turn; 0 elsewhere.
-        old_logprobs: float32, ``log pi_old`` (0 on non-policy tokens for ``"rollout"``).
+        old_logprobs: float32, ``log pi_old`` (0 on non-policy tokens for ``"rollout"``;
+            all 0 for ``"detach"`` without a value head, where no pass computes it).
         tis_weights: float32, ``min(exp(log pi_old - log pi_sampler), tis_cap)`` on policy
             tokens (`TrainerConfig.tis_cap`), or None.
         ref_logprobs: float32 ``log pi_ref``, or None without a KL term.
@@ -493,21 +495,27 @@ class Trainer:
             torch.as_tensor(value_col, device=device),
         )
 
-        # 3. One pass without gradients: log pi_old, V_old, log pi_ref.
+        # 3. One pass without gradients: log pi_old, V_old, log pi_ref. With
+        # old_logprobs="detach" and no value head nothing needs pi_old before the update
+        # (it uses logp.detach()), so the pass is skipped and old_logprobs stays 0.
         with torch.no_grad():
-            out = model(
-                input_ids=input_ids,
-                attention_mask=attention_mask,
-                position_ids=position_ids,
-                use_cache=False,
-                output_hidden_states=ppo,
-            )
-            old_logprobs = logprobs_from_logits(out.logits, input_ids, temperature=cfg.temperature)
+            old_logprobs = torch.zeros(input_ids.shape, dtype=torch.float32, device=device)
             values = torch.zeros_like(old_logprobs)
-            if ppo:
-                assert self.value_head is not None
-                values = self.value_head(out.hidden_states[-1].float()).squeeze(-1)  # [B, L]
-            del out
+            if ppo or cfg.old_logprobs != "detach":
+                out = model(
+                    input_ids=input_ids,
+                    attention_mask=attention_mask,
+                    position_ids=position_ids,
+                    use_cache=False,
+                    output_hidden_states=ppo,
+                )
+                old_logprobs = logprobs_from_logits(
+                    out.logits, input_ids, temperature=cfg.temperature
+                )
+                if ppo:
+                    assert self.value_head is not None
+                    values = self.value_head(out.hidden_states[-1].float()).squeeze(-1)  # [B, L]
+                del out
             ref_logprobs = None
             if self.ref_model is not None:
                 ref_logprobs = token_logprobs(

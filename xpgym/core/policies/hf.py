@@ -28,6 +28,17 @@ Memory: ``output_scores`` keeps one ``[B, V]`` tensor per generated token until 
 returns (about ``B * max_new_tokens * V`` floats); lower `batch_size` for large vocabularies,
 or use `xpgym.core.policies.vllm.VLLMPolicy`.
 
+Cross-turn KV cache (default, ``kv_cache=True``): when a prompt extends an earlier prompt
+plus its response token-exactly (every multi-turn episode the collector runs in ``"tokens"``
+mode), only the new tokens are prefilled and the decoding loop is xpgym's own
+(`xpgym.core.policies.hf_cache`), batched over the prompts of the call and built to draw the
+same tokens with the same log-probs as ``model.generate`` (tested). Prompts that extend
+nothing are prefilled whole; rows no prompt continues are dropped, and the cache is dropped
+when the model's weights change, so it holds at most one batch (`clear_cache` frees it).
+``kv_cache=False``, `generation_kwargs`, or logits processors set in the model's
+``generation_config`` that the cached loop does not apply (listed in `_UNCACHED_FIELDS`) use
+``model.generate`` on whole prompts instead.
+
 Randomness: call ``k`` of `generate` seeds torch's RNG with a value derived from ``(seed,
 k)`` inside ``torch.random.fork_rng``, so the global RNG state is untouched and the same
 sequence of calls gives the same samples. A row's sample depends on the other rows of its
@@ -47,10 +58,35 @@ import numpy as np
 from xpgym.core.chat import Prompt, encode_prompt
 from xpgym.core.optional import import_optional
 from xpgym.core.policies import Generation
+from xpgym.core.policies.hf_cache import CachedDecoder, CacheStats
 
 __all__ = ["HFPolicy"]
 
 logger = logging.getLogger(__name__)
+
+# ``generation_config`` fields that make ``generate`` apply logits processors (or a search)
+# the cached decoding loop does not: a model that sets any of them decodes uncached.
+_UNCACHED_FIELDS = (
+    "num_beams",
+    "min_length",
+    "min_new_tokens",
+    "no_repeat_ngram_size",
+    "bad_words_ids",
+    "suppress_tokens",
+    "begin_suppress_tokens",
+    "forced_bos_token_id",
+    "forced_eos_token_id",
+    "sequence_bias",
+    "min_p",
+    "typical_p",
+    "top_h",
+    "epsilon_cutoff",
+    "eta_cutoff",
+    "exponential_decay_length_penalty",
+    "renormalize_logits",
+    "guidance_scale",
+    "watermarking_config",
+)
 
 
 def _as_id_set(value: int | Iterable[int] | None) -> list[int]:
@@ -81,7 +117,10 @@ class HFPolicy:
             ``model.config.max_position_embeddings - max_new_tokens`` when known).
         skip_special_tokens: Drop special tokens from `Generation.text` (the ids keep them).
         chat_template_kwargs: Extra arguments for ``apply_chat_template`` on message prompts.
-        generation_kwargs: Extra arguments for ``model.generate`` (they win over the above).
+        generation_kwargs: Extra arguments for ``model.generate`` (they win over the above;
+            given any, decoding is uncached).
+        kv_cache: Keep the KV cache across turns (module docstring); ``False``: prefill every
+            prompt whole with ``model.generate``.
 
     Raises:
         ValueError: no stop token or pad token can be determined, or a bad budget.
@@ -104,6 +143,7 @@ class HFPolicy:
         skip_special_tokens: bool = True,
         chat_template_kwargs: Mapping[str, Any] | None = None,
         generation_kwargs: Mapping[str, Any] | None = None,
+        kv_cache: bool = True,
     ) -> None:
         if max_new_tokens < 1:
             raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens}")
@@ -147,6 +187,38 @@ class HFPolicy:
         self.max_prompt_tokens = max_prompt_tokens
         self._calls = 0
         self._lock = threading.Lock()
+        self._decoder: CachedDecoder | None = None
+        if kv_cache:
+            blocking = _uncached_reasons(model, self.generation_kwargs)
+            if blocking:
+                logger.info("HFPolicy decodes without a KV cache across turns: %s", blocking)
+            else:
+                self._decoder = CachedDecoder(
+                    model,
+                    max_new_tokens=self.max_new_tokens,
+                    greedy=self.greedy,
+                    temperature=self.temperature,
+                    top_k=self.top_k,
+                    top_p=self.top_p,
+                    stop_token_ids=self.stop_token_ids,
+                    pad_token_id=self.pad_token_id,
+                )
+
+    @property
+    def kv_cache(self) -> bool:
+        """Whether prompts that extend an earlier turn are prefilled from the cache."""
+        return self._decoder is not None
+
+    @property
+    def cache_stats(self) -> CacheStats | None:
+        """Prompt tokens prefilled and reused so far (`CacheStats`); ``None`` when uncached."""
+        return self._decoder.stats if self._decoder is not None else None
+
+    def clear_cache(self) -> None:
+        """Free the cached keys and values (e.g. before a training step on a GPU)."""
+        if self._decoder is not None:
+            with self._lock:
+                self._decoder.clear()
 
     @classmethod
     def from_pretrained(
@@ -184,12 +256,29 @@ class HFPolicy:
         size = self.batch_size or max(len(ids), 1)
         out: list[Generation] = []
         with self._lock:
-            for start in range(0, len(ids), size):
-                out.extend(self._generate_batch(ids[start : start + size]))
+            for slot, start in enumerate(range(0, len(ids), size)):
+                out.extend(self._generate_batch(ids[start : start + size], slot))
         return out
 
-    def _generate_batch(self, prompts: list[list[int]]) -> list[Generation]:
+    def _generate_batch(self, prompts: list[list[int]], slot: int) -> list[Generation]:
         torch = import_optional("torch", needed_by="HFPolicy", install='pip install "xpgym[torch]"')
+        device = self.model.device
+        call_seed = int(np.random.SeedSequence([self.seed, self._calls]).generate_state(1)[0])
+        self._calls += 1
+        devices = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices), torch.inference_mode():
+            torch.manual_seed(call_seed)
+            if self._decoder is not None:
+                new_tokens, token_logprobs = self._decoder.decode(torch, prompts, slot)
+            else:
+                new_tokens, token_logprobs = self._generate_uncached(torch, prompts)
+        return [
+            self._to_generation(prompt, new_tokens[row].tolist(), token_logprobs[row].tolist())
+            for row, prompt in enumerate(prompts)
+        ]
+
+    def _generate_uncached(self, torch: Any, prompts: list[list[int]]) -> tuple[Any, Any]:
+        """``model.generate`` on the left-padded prompts: ``(tokens, logprobs)``, ``[B, T]``."""
         device = self.model.device
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
@@ -209,15 +298,9 @@ class HFPolicy:
         if not self.greedy:
             kwargs.update(temperature=self.temperature, top_p=self.top_p, top_k=self.top_k)
         kwargs.update(self.generation_kwargs)
-        call_seed = int(np.random.SeedSequence([self.seed, self._calls]).generate_state(1)[0])
-        self._calls += 1
-        devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch.inference_mode():
-            torch.manual_seed(call_seed)
-            output = self.model.generate(
-                input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs
-            )
-        new_tokens = output.sequences[:, width:].cpu()
+        output = self.model.generate(
+            input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), **kwargs
+        )
         # scores[t]: [B, V] logits after the processors, from which token t was drawn; one
         # step at a time so that no [B, T, V] tensor is built.
         picked = output.sequences[:, width:]
@@ -227,11 +310,8 @@ class HFPolicy:
                 for t, step in enumerate(output.scores)
             ],
             dim=1,
-        ).cpu()  # [B, T]
-        return [
-            self._to_generation(prompt, new_tokens[row].tolist(), token_logprobs[row].tolist())
-            for row, prompt in enumerate(prompts)
-        ]
+        )
+        return picked.cpu(), token_logprobs.cpu()
 
     def _to_generation(
         self, prompt: list[int], tokens: list[int], logprobs: list[float]
@@ -256,3 +336,19 @@ class HFPolicy:
         return (
             f"HFPolicy({type(self.model).__name__}, max_new_tokens={self.max_new_tokens}, {mode})"
         )
+
+
+def _uncached_reasons(model: Any, generation_kwargs: Mapping[str, Any]) -> list[str]:
+    """Why the cached loop would not decode like ``model.generate`` here (empty: it would)."""
+    reasons = [f"generation_kwargs {sorted(generation_kwargs)}"] if generation_kwargs else []
+    config = getattr(model, "generation_config", None)
+    if config is not None:
+        default = type(config)()
+        changed = [
+            name
+            for name in _UNCACHED_FIELDS
+            if getattr(config, name, None) != getattr(default, name, None)
+        ]
+        if changed:
+            reasons.append(f"generation_config sets {changed}")
+    return reasons

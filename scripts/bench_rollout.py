@@ -1,0 +1,207 @@
+r"""Rollout speed of the CPU demo, with and without `HFPolicy`'s cross-turn KV cache.
+
+    python scripts/bench_rollout.py [--steps 8] [--pretrain-steps 40] [--threads 0]
+                                    [--out results/bench_rollout.json]
+
+Builds the demo of ``recipes/train_torch.py`` with its defaults (the same tokenizer, model,
+64 episodes per step, vector env and trainer), pretrains it for `--pretrain-steps` steps so
+that replies look like the demo's (``\boxed{n}`` then the stop token, episodes ending at
+different turns), then, from the same weights, runs `--steps` RL steps (collect 64 episodes
++ one update) with the cache and without it, alternating step by step. For each it reports:
+
+* wall time per RL step, split into rollout (``collector.collect``) and update;
+* policy throughput: generated tokens per second of ``policy.generate``, and prompt tokens
+  prefilled (all of every prompt without the cache, only the new ones with it);
+* where a rollout's time goes: the model (the decoding loop or ``model.generate``),
+  conversion (the rest of ``policy.generate``: encoding, matching prompts to the cache,
+  building `Generation`s), env (every call on the vector env), prompt building
+  (`ChatPromptBuilder`), and the collector's own bookkeeping (the rest). "Overhead" is
+  env + prompt building + bookkeeping + conversion as a share of rollout time.
+
+Writes the numbers as JSON to `--out` and prints a table. Timings come from wrapping those
+methods on the instances (``time.perf_counter``), so the collector and policy run unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from xpgym.core.cli import parse_dataclass_args
+from xpgym.core.rollout import RolloutCollector
+
+ROOT = Path(__file__).resolve().parent.parent
+ENV_METHODS = ("reset", "step", "get_states", "set_states", "get_attr", "call")
+
+
+@dataclasses.dataclass
+class Options:
+    steps: int = 8  # RL steps per mode
+    pretrain_steps: int = 40
+    threads: int = 0  # torch threads; 0: the demo's choice (idle cores)
+    out: str = "results/bench_rollout.json"
+
+
+def load_recipe() -> Any:
+    """``recipes/train_torch.py`` as a module (its `Args`, `build`, `make_policy`)."""
+    spec = importlib.util.spec_from_file_location(
+        "train_torch", ROOT / "recipes" / "train_torch.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while defining
+    spec.loader.exec_module(module)
+    return module
+
+
+class Clock:
+    """Seconds spent in wrapped methods, per key."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = defaultdict(float)
+
+    def wrap(self, obj: Any, name: str, key: str) -> None:
+        """Replace ``obj.name`` on the instance by a timed call of the original."""
+        original: Callable[..., Any] = getattr(obj, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds[key] += time.perf_counter() - start
+
+        setattr(obj, name, timed)
+
+
+class Mode:
+    """The demo with or without the cache, from `weights`, timed (module docstring)."""
+
+    def __init__(self, recipe: Any, args: Any, weights: dict[str, Any]) -> None:
+        self.args = args
+        tokenizer, model, self.vec, self.trainer = recipe.build(args)
+        model.load_state_dict(weights)
+        self.policy = recipe.make_policy(model, tokenizer, args, args.temperature)
+        self.collector = RolloutCollector(self.vec, self.policy)
+        self.clock = Clock()
+        self.clock.wrap(self.policy, "generate", "generate")
+        decoder = self.policy._decoder
+        self.clock.wrap(
+            decoder or self.policy, "decode" if decoder else "_generate_uncached", "model"
+        )
+        self.clock.wrap(self.collector.prompt_builder, "start", "prompt building")
+        self.clock.wrap(self.collector.prompt_builder, "extend", "prompt building")
+        for name in ENV_METHODS:
+            self.clock.wrap(self.vec, name, "env")
+        self.steps = 0
+        self.rollout_s = self.update_s = 0.0
+        self.generated = self.prompt_tokens = 0
+
+    def step(self) -> float:
+        """One RL step (collect + update); returns the rollout's seconds."""
+        self.steps += 1
+        seed = self.args.seed * 100_003 + self.steps
+        start = time.perf_counter()
+        episodes = self.collector.collect(self.args.episodes_per_step, seed=seed)
+        middle = time.perf_counter()
+        self.trainer.train_step(episodes)
+        self.rollout_s += middle - start
+        self.update_s += time.perf_counter() - middle
+        turns = [turn for episode in episodes for turn in episode.turns]
+        self.generated += sum(len(turn.response_ids) for turn in turns)
+        self.prompt_tokens += sum(len(turn.prompt_ids) for turn in turns)
+        return middle - start
+
+    def report(self) -> dict[str, Any]:
+        self.vec.close()
+        seconds = dict(self.clock.seconds)
+        parts = {
+            "model": seconds["model"],
+            "conversion": seconds["generate"] - seconds["model"],
+            "env": seconds.get("env", 0.0),
+            "prompt building": seconds.get("prompt building", 0.0),
+        }
+        parts["bookkeeping"] = self.rollout_s - sum(parts.values())
+        stats = self.policy.cache_stats
+        prefilled = stats.prefilled if stats else self.prompt_tokens
+        return {
+            "kv_cache": self.policy.kv_cache,
+            "steps": self.steps,
+            "step_s": (self.rollout_s + self.update_s) / self.steps,
+            "rollout_s": self.rollout_s / self.steps,
+            "update_s": self.update_s / self.steps,
+            "generated_tokens_per_s": self.generated / seconds["generate"],
+            "prompt_tokens_prefilled_per_step": prefilled / self.steps,
+            "rollout_share": {k: v / self.rollout_s for k, v in parts.items()},
+            "overhead_share": 1 - parts["model"] / self.rollout_s,
+        }
+
+
+def main() -> None:
+    options = parse_dataclass_args(Options, __doc__.splitlines()[0])
+    recipe = load_recipe()
+    args = recipe.Args()
+    torch.set_num_threads(options.threads or recipe.idle_cores())
+    tokenizer, model, vec, _ = recipe.build(args)
+    print(f"pretraining {options.pretrain_steps} steps ...", flush=True)
+    recipe.warm_start(
+        model, tokenizer, vec, dataclasses.replace(args, pretrain_steps=options.pretrain_steps)
+    )
+    vec.close()
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    # The two modes alternate step by step, so that both see the same machine load.
+    modes = {
+        name: Mode(recipe, dataclasses.replace(args, no_kv_cache=name == "uncached"), weights)
+        for name in ("cached", "uncached")
+    }
+    for step in range(1, options.steps + 1):
+        times = {name: mode.step() for name, mode in modes.items()}
+        print(f"  RL step {step}/{options.steps}: rollout s {times}", flush=True)
+    results = {name: mode.report() for name, mode in modes.items()}
+    cached, uncached = results["cached"], results["uncached"]
+    summary = {
+        "options": dataclasses.asdict(options),
+        "torch_threads": torch.get_num_threads(),
+        **results,
+        "speedup": {
+            "rollout": uncached["rollout_s"] / cached["rollout_s"],
+            "rl_step": uncached["step_s"] / cached["step_s"],
+            "generated_tokens_per_s": cached["generated_tokens_per_s"]
+            / uncached["generated_tokens_per_s"],
+        },
+    }
+    out = Path(options.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(summary, indent=2) + "\n")
+
+    print(f"\n{'':<34}{'cached':>10}{'uncached':>10}{'speedup':>9}")
+    for key, label in (
+        ("step_s", "RL step, s"),
+        ("rollout_s", "rollout, s"),
+        ("update_s", "update, s"),
+        ("generated_tokens_per_s", "generated tokens/s"),
+        ("prompt_tokens_prefilled_per_step", "prompt tokens prefilled/step"),
+    ):
+        a, b = cached[key], uncached[key]
+        speedup = a / b if key == "generated_tokens_per_s" else b / a
+        print(f"{label:<34}{a:>10.2f}{b:>10.2f}{speedup:>9.2f}")
+    for part in cached["rollout_share"]:
+        a, b = cached["rollout_share"][part], uncached["rollout_share"][part]
+        print(f"{'rollout share: ' + part:<34}{a:>10.1%}{b:>10.1%}")
+    a, b = cached["overhead_share"], uncached["overhead_share"]
+    print(f"{'overhead (all but the model)':<34}{a:>10.1%}{b:>10.1%}")
+    print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
