@@ -96,6 +96,8 @@ class Semantics:
         gamma: The discount the trainer's estimator uses, where it is not the job's (None).
         advantage_kwargs: The estimator's statistics options (`TrainerConfig.advantage_kwargs`,
             e.g. ``(("std", "unbiased"), ("eps", 1e-6))``).
+        advantage_fn: The trainer's estimator where the reference has none like it
+            (`xpgym.reference.trainer.AdvantageFn`: ``batch -> [B, L]`` token advantages).
         why: Where these settings come from (the trainer's code or defaults).
     """
 
@@ -107,7 +109,19 @@ class Semantics:
     tis_cap: float | None = None
     gamma: float | None = None
     advantage_kwargs: tuple[tuple[str, Any], ...] = ()
+    advantage_fn: Callable[[Any], Any] | None = None
     why: str = ""
+
+
+def _episode_batch_norm(batch: Any) -> Any:
+    """ROLL's trajectory advantages: each episode's total reward normalised over every episode
+    of the batch (unbiased std, eps 1e-6 on the std), on each of its policy tokens."""
+    from xpgym.core.advantages import broadcast_to_tokens, grpo
+
+    scores = batch.scores
+    normalised = grpo(scores, ["batch"] * len(scores), std="unbiased", eps=1e-6)
+    per_row = normalised[batch.rows.episode_index]
+    return broadcast_to_tokens(per_row, batch.rows.turn_index)
 
 
 SEMANTICS: dict[str, Semantics] = {
@@ -140,12 +154,11 @@ SEMANTICS: dict[str, Semantics] = {
     ),
     "roll": Semantics(
         old_logprobs="recompute",
-        gamma=1.0,
-        advantage_kwargs=(("std", "unbiased"), ("eps", 1e-6)),
-        why="one row per episode (trajectory_batch); the trajectory estimator gives every "
-        "policy token its episode's total normalised over the batch (mean/std unbiased, eps "
-        "1e-6: per-turn returns with gamma 1 where only the last turn is rewarded); "
-        "ActorWorker recomputes log pi_old at the step's start; agg_loss token-mean",
+        advantage_fn=_episode_batch_norm,
+        why="one row per episode (trajectory_batch); ROLL's trajectory estimator gives every "
+        "policy token its episode's total normalised over the batch's episodes (mean_std, "
+        "unbiased, eps 1e-6); ActorWorker recomputes log pi_old at the step's start; agg_loss "
+        "token-mean",
     ),
 }
 """Each trainer's documented semantics (a runner module may override its entry with a
@@ -282,7 +295,7 @@ def reference_run(job: UpdateJob, semantics: Semantics) -> TrainerRun:
         ent_coef=hp.entropy_coef,
         seed=hp.seed,
     )
-    trainer = Trainer(model, config)
+    trainer = Trainer(model, config, advantage_fn=semantics.advantage_fn)
     steps = []
     with torch.random.fork_rng():
         for _ in range(job.steps):
