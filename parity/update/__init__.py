@@ -93,9 +93,6 @@ class Semantics:
             ``"rollout"`` (the sampler's, every step) or ``"recompute"`` (a no-grad pass
             at the start of each step: the ratio is 1 at the start of every step).
         tis_cap: The trainer's truncated importance-sampling cap (`TrainerConfig.tis_cap`).
-        gamma: The discount the trainer's estimator uses, where it is not the job's (None).
-        advantage_kwargs: The estimator's statistics options (`TrainerConfig.advantage_kwargs`,
-            e.g. ``(("std", "unbiased"), ("eps", 1e-6))``).
         advantage_fn: The trainer's estimator where the reference has none like it
             (`xpgym.reference.trainer.AdvantageFn`: ``batch -> [B, L]`` token advantages).
         why: Where these settings come from (the trainer's code or defaults).
@@ -107,8 +104,6 @@ class Semantics:
     adam_betas: tuple[float, float] = (0.9, 0.999)
     old_logprobs: str = "rollout"
     tis_cap: float | None = None
-    gamma: float | None = None
-    advantage_kwargs: tuple[tuple[str, Any], ...] = ()
     advantage_fn: Callable[[Any], Any] | None = None
     why: str = ""
 
@@ -278,8 +273,7 @@ def reference_run(job: UpdateJob, semantics: Semantics) -> TrainerRun:
     config = TrainerConfig(
         algorithm="rebn",
         layout=semantics.layout,  # type: ignore[arg-type]
-        gamma=hp.gamma if semantics.gamma is None else semantics.gamma,
-        advantage_kwargs=dict(semantics.advantage_kwargs),
+        gamma=hp.gamma,
         num_episodes=len(job.episodes),
         lr=hp.lr,
         adam_betas=semantics.adam_betas,
@@ -480,7 +474,9 @@ def run(
         row: dict[str, Any] = {}
         try:
             runner, semantics = _runner(name)
-            row["semantics"] = semantics.__dict__
+            row["semantics"] = {
+                key: getattr(value, "__name__", value) for key, value in semantics.__dict__.items()
+            }  # an estimator function is recorded by its name
             logger.info("%s: %d steps", name, steps)
             with torch.random.fork_rng():
                 trainer_run = runner(plant(job, bug) if bug else job)
