@@ -133,7 +133,12 @@ def test_planted_bugs_change_only_what_they_name() -> None:
 # The real run (the CI run of layer 3)
 # --------------------------------------------------------------------------------------
 
-NEEDS = {"verl": ("verl",), "openrlhf": ("openrlhf", "deepspeed"), "trl": ("trl",)}
+NEEDS = {
+    "verl": ("verl",),
+    "openrlhf": ("openrlhf", "deepspeed"),
+    "rl2": ("RL2",),
+    "trl": ("trl",),
+}
 """The packages each trainer's runner needs (scripts/setup.sh installs them all)."""
 INSTALLED = [
     name
@@ -200,8 +205,38 @@ def test_the_docs_table_check_tells_noise_from_a_change() -> None:
 @pytest.mark.parametrize("bug", ["mask", "sign", "lr"])
 def test_a_planted_bug_is_a_mismatch(warm_model: Path, bug: str) -> None:
     if not INSTALLED:
-        pytest.skip("none of verl, openrlhf + deepspeed, trl is installed (scripts/setup.sh)")
+        pytest.skip(
+            "none of verl, openrlhf + deepspeed, rl2 (rl-square), trl is installed "
+            "(scripts/setup.sh)"
+        )
     planted = run(INSTALLED, steps=1, model_dir=warm_model, bug=bug)
     assert {n: r["status"] for n, r in planted["trainers"].items()} == dict.fromkeys(
         INSTALLED, "mismatch"
     )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_rl2_run_leaves_transformers_and_the_stand_ins_as_they_were(
+    warm_model: Path,
+) -> None:
+    pytest.importorskip("RL2", reason="rl-square (RL2) is not installed (scripts/setup.sh)")
+    import sys
+
+    import transformers.modeling_flash_attention_utils as flash_utils
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    from parity.update import rl2
+
+    before = (
+        ALL_ATTENTION_FUNCTIONS.get("flash_attention_2"),
+        flash_utils.__dict__.copy(),
+        torch.cuda.current_device,
+    )
+    stood_in = {name.split(".")[0] for name in rl2.STAND_INS} - set(sys.modules)
+    result = run(["rl2"], steps=1, model_dir=warm_model)
+    assert result["trainers"]["rl2"]["status"] == "exact"
+    assert ALL_ATTENTION_FUNCTIONS.get("flash_attention_2") is before[0]
+    assert flash_utils.__dict__ == before[1]
+    assert torch.cuda.current_device is before[2]
+    assert not stood_in & {name.split(".")[0] for name in sys.modules}

@@ -6,6 +6,7 @@ Importing this module imports torch.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterable
 from typing import Any
 
@@ -13,10 +14,17 @@ import torch
 
 from parity.update.job import UpdateHParams, UpdateJob
 
-__all__ = ["ADAM_EPS", "adamw", "grad_norm", "load_model", "snapshot"]
+__all__ = ["ADAM_EPS", "adamw", "free_port", "grad_norm", "load_model", "snapshot"]
 
 ADAM_EPS = 1e-8
 """AdamW eps (torch's default; verl, OpenRLHF, RL2 and TRL keep it)."""
+
+
+def free_port() -> int:
+    """A free TCP port on the loopback interface (for a one-process gloo group)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def load_model(job: UpdateJob, attn_implementation: str = "eager") -> Any:

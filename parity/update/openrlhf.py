@@ -28,7 +28,6 @@ is set to its default False, which ``Actor.__init__`` leaves unset when given a 
 from __future__ import annotations
 
 import os
-import socket
 from contextlib import ExitStack
 from types import SimpleNamespace
 from typing import Any
@@ -42,21 +41,17 @@ __all__ = ["run"]
 STAND_INS = ("flash_attn", "flash_attn.bert_padding", "flash_attn.utils.distributed")
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def run(job: UpdateJob) -> TrainerRun:
     """OpenRLHF's update for ``job.steps`` steps (module docstring)."""
+    from parity.update._common import free_port
+
     env = {
         "DS_ACCELERATOR": "cpu",
         "LOCAL_RANK": "-1",
         "RANK": "0",
         "WORLD_SIZE": "1",
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
+        "MASTER_PORT": str(free_port()),
     }
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
