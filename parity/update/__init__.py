@@ -132,7 +132,12 @@ SEMANTICS: dict[str, Semantics] = {
         "iter_grad_accum_global_norm: token mean over the step's batch; adam_betas default "
         "(0.9, 0.95)",
     ),
-    "rl2": Semantics(why="one row per episode (to_tensor_dict); token mean over the batch"),
+    "rl2": Semantics(
+        old_logprobs="recompute",
+        why="one row per episode (to_tensor_dict); avg_level token: token mean over the batch; "
+        "AdamW default betas (0.9, 0.999); no old_logps without KL or update_per_rollout > 1: "
+        "Actor.update uses the current log-probs detached (ratio 1 at each step's start)",
+    ),
     "oat": Semantics(
         layout="per_turn",
         loss_agg_mode="seq-mean-token-mean",

@@ -15,7 +15,8 @@ Loss and grad norm are the metrics ``Actor.update`` logs (``wandb.log`` of ``ran
 
 RL2's trainer computes ``old_logps`` only with a KL loss or ``update_per_rollout > 1``;
 otherwise ``Actor.update`` takes the current log-probs, detached, as ``log pi_old``: the
-ratio is 1 at the start of every step (`SEMANTICS`: ``old_logprobs="recompute"``).
+ratio is 1 at the start of every step (``parity.update.SEMANTICS["rl2"]``:
+``old_logprobs="recompute"``).
 
 Bypassed, because they need CUDA or are the multi-GPU plumbing around the same math:
 ``Worker.__init__`` / ``Actor.__init__`` (``"cuda"`` device meshes, flash-attention-2
@@ -41,18 +42,10 @@ from unittest import mock
 
 from parity.core import NotRunnableError
 from parity.trainers._stand_ins import stand_ins
-from parity.update import Semantics
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 
-__all__ = ["SEMANTICS", "run"]
+__all__ = ["run"]
 
-SEMANTICS = Semantics(
-    old_logprobs="recompute",
-    why="one row per episode (to_tensor_dict); avg_level token: token mean over the batch; "
-    "AdamW default betas (0.9, 0.999); no old_logps without KL or update_per_rollout > 1: "
-    "Actor.update uses the current log-probs detached (ratio 1 at each step's start)",
-)
-"""RL2's semantics (module docstring), overriding ``parity.update.SEMANTICS["rl2"]``."""
 
 STAND_INS = (
     "wandb",
