@@ -156,15 +156,16 @@ def launch(args: Args, out_dir: Path) -> None:
 
 
 def rl2_worker(overrides: list[str]) -> None:
-    """Inside torchrun: install xpgym's advantage override, then run RL2's trainer on its
-    ``ppo`` config with `overrides`. RL2's ``main`` is called without its ``@hydra.main``
-    wrapper, which finds the config only when RL2 runs as ``python -m RL2.trainer.ppo``
-    (its config folder is not a package)."""
+    """Inside torchrun: install xpgym's advantage override and infra-error masking, then run
+    RL2's trainer on its ``ppo`` config with `overrides`. RL2's ``main`` is called without its
+    ``@hydra.main`` wrapper, which finds the config only when RL2 runs as ``python -m
+    RL2.trainer.ppo`` (its config folder is not a package)."""
     from RL2.trainer import ppo
 
-    from xpgym.adapters.rl2 import install_turn_advantages
+    from xpgym.adapters.rl2 import install_infra_masking, install_turn_advantages
 
     install_turn_advantages()
+    install_infra_masking()
     ppo.main.__wrapped__(compose_config(overrides))
 
 

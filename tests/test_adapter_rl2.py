@@ -282,3 +282,47 @@ def test_env_module_ends_an_episode_whose_env_step_raises(
     assert len(responses) == 1  # ToyEnv raises on "raise": the episode ends there
     assert (responses[0]["done"], responses[0]["reward"]) == (True, 0.0)
     assert live == rl2._LIVE
+    assert responses[0]["extra_info"][rl2.INFRA_ERROR_KEY]["kind"]  # marked for the rollout
+
+
+def _sample_tensors() -> list[dict[str, torch.Tensor]]:
+    return [
+        {"action_mask": torch.tensor([0, 1, 1, 0, 1]), "rewards": torch.tensor([0, 0, 1.0, 0, 0])}
+    ]
+
+
+def test_a_sample_marked_infra_error_trains_on_nothing_and_is_counted() -> None:
+    failed = {"extra_info": {rl2.INFRA_ERROR_KEY: {"kind": "env_crash", "message": "boom"}}}
+    tensor_dicts, metric = rl2.mask_infra_sample(failed, _sample_tensors(), {})
+    assert not tensor_dicts[0]["action_mask"].any()
+    assert not tensor_dicts[0]["rewards"].any()
+    assert metric["infra_error_episodes"] == [1]
+    healthy, expected = {"extra_info": {}}, _sample_tensors()
+    tensor_dicts, metric = rl2.mask_infra_sample(healthy, _sample_tensors(), metric)
+    assert torch.equal(tensor_dicts[0]["action_mask"], expected[0]["action_mask"])
+    assert torch.equal(tensor_dicts[0]["rewards"], expected[0]["rewards"])
+    assert metric["infra_error_episodes"] == [1, 0]
+
+
+def test_install_infra_masking_wraps_rl2s_rollout_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a stand-in of RL2's ``RL2.workers.rollout`` (the real one imports SGLang)."""
+    calls = []
+
+    class Rollout:
+        async def rollout(self, data: dict, train: bool) -> tuple[list, dict]:
+            calls.append(train)
+            return _sample_tensors(), {}
+
+    module = types.ModuleType("RL2.workers.rollout")
+    module.Rollout = Rollout
+    workers = types.ModuleType("RL2.workers")
+    workers.rollout = module
+    monkeypatch.setitem(sys.modules, "RL2.workers", workers)
+    monkeypatch.setitem(sys.modules, "RL2.workers.rollout", module)
+    rl2.install_infra_masking()
+    rl2.install_infra_masking()  # idempotent: one wrapper
+    failed = {"extra_info": {rl2.INFRA_ERROR_KEY: {"kind": "grader", "message": "timeout"}}}
+    tensor_dicts, metric = asyncio.run(Rollout().rollout(failed, True))
+    assert calls == [True]
+    assert not tensor_dicts[0]["action_mask"].any()
+    assert metric == {"infra_error_episodes": [1]}

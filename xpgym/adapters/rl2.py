@@ -46,8 +46,10 @@ Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`)
 in the per-turn override `turn_advantages`). RL2's own ``reinforce`` groups fixed blocks of
 ``responses_per_prompt`` over action tokens only, so there a failed member counts with score
 0. The env module (`reset`/`step`) ends such an episode at the failed step (``done``; a
-step that raises is one, `xpgym.core.episode_runner.isolated_step`); RL2's
-env API has no per-sample loss mask, so RL2 trains on its turns as on any other.
+step that raises is one, `xpgym.core.episode_runner.isolated_step`) and marks the sample's
+``extra_info`` (`INFRA_ERROR_KEY`); RL2's env API has no per-sample loss mask, so
+`install_infra_masking` wraps RL2's ``Rollout.rollout`` to zero that sample's
+``action_mask`` and ``rewards`` (`mask_infra_sample`).
 
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "RL2".
@@ -98,8 +100,11 @@ from xpgym.core.trajectory import Episode  # noqa: E402
 __all__ = [
     "ENV_PATH",
     "ESTIMATORS",
+    "INFRA_ERROR_KEY",
+    "install_infra_masking",
     "install_turn_advantages",
     "make_extra_info",
+    "mask_infra_sample",
     "reset",
     "step",
     "to_tensor_dict",
@@ -198,6 +203,50 @@ def install_turn_advantages() -> None:
             original(config, raw_tensor_dict, cu_seqs, step)
 
     ppo.compute_advantages = compute_advantages
+
+
+INFRA_ERROR_KEY = "xpgym_infra_error"
+"""Key the env module sets in a sample's ``extra_info`` when its episode ended in an
+infrastructure failure (``{"kind", "message"}``)."""
+
+
+def mask_infra_sample(
+    data: dict[str, Any], tensor_dicts: list[dict[str, torch.Tensor]], metric: dict[str, list]
+) -> tuple[list[dict[str, torch.Tensor]], dict[str, list]]:
+    """Take a sample whose episode ended in an infra error out of the gradient.
+
+    `data`, `tensor_dicts` and `metric` are what RL2 0.0.2's ``Rollout.rollout`` took and
+    returned for one sample; when the env module marked ``data["extra_info"]`` with
+    `INFRA_ERROR_KEY`, every sequence of the sample gets ``action_mask`` 0 and ``rewards``
+    0 (no loss; no turn in `turn_advantages`' statistics). ``metric["infra_error_episodes"]``
+    gets 1 for such a sample, else 0. Returns the (changed in place) inputs.
+    """
+    failed = INFRA_ERROR_KEY in (data.get("extra_info") or {})
+    if failed:
+        for tensor_dict in tensor_dicts:
+            tensor_dict["action_mask"] = torch.zeros_like(tensor_dict["action_mask"])
+            tensor_dict["rewards"] = torch.zeros_like(tensor_dict["rewards"])
+    metric.setdefault("infra_error_episodes", []).append(int(failed))
+    return tensor_dicts, metric
+
+
+def install_infra_masking() -> None:
+    """Wrap RL2 0.0.2's ``Rollout.rollout`` with `mask_infra_sample` (idempotent), so an
+    episode that failed for infrastructure reasons trains on nothing. Call it in every
+    training process before the trainer starts, next to `install_turn_advantages`."""
+    from RL2.workers import rollout as rollout_module
+
+    rollout_cls = rollout_module.Rollout
+    if getattr(rollout_cls, "_xpgym_original_rollout", None) is not None:
+        return
+    original = rollout_cls.rollout
+    rollout_cls._xpgym_original_rollout = original
+
+    async def rollout(self: Any, data: dict[str, Any], train: bool) -> Any:
+        tensor_dicts, metric = await original(self, data, train)
+        return mask_infra_sample(data, tensor_dicts, metric)
+
+    rollout_cls.rollout = rollout
 
 
 # --------------------------------------------------------------------------------------
@@ -306,6 +355,9 @@ async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) ->
         prompt_ids=live.prompt_ids,
     )
     next_state = ""
+    cause = live.recorder.episode.infra_error
+    if cause is not None:  # read by `mask_infra_sample` after RL2's rollout of this sample
+        extra_info[INFRA_ERROR_KEY] = cause.to_dict()
     if done:
         del _LIVE[key]
         _ENV_POOL.release(live.task, live.env)
