@@ -188,13 +188,9 @@ def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
 
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """Stacked bars per trainer: env, rest of rollout (generation), update seconds."""
-    from xpgym.core.optional import import_optional
+    from xpgym.core.optional import headless_pyplot
 
-    matplotlib = import_optional(
-        "matplotlib", needed_by="parity.bench plots", install='pip install "xpgym[torch]"'
-    )
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot(needed_by="parity.bench plots", install='pip install "xpgym[torch]"')
 
     ok = [r for r in rows if not r.get("error")]
     names = [r["trainer"] for r in ok]

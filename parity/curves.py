@@ -514,13 +514,9 @@ def _compare(
 
 def plot(report: dict[str, Any], path: Path) -> None:
     """All curves and the band, one PNG."""
-    from xpgym.core.optional import import_optional
+    from xpgym.core.optional import headless_pyplot
 
-    matplotlib = import_optional(
-        "matplotlib", needed_by="parity.curves plots", install='pip install "xpgym[torch]"'
-    )
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot(needed_by="parity.curves plots", install='pip install "xpgym[torch]"')
 
     steps = np.arange(len(report["band"]["mean"]))
     fig, ax = plt.subplots(figsize=(8, 4.5))

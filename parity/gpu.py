@@ -355,13 +355,9 @@ def failures(report: dict[str, Any]) -> list[str]:
 
 def plot(report: dict[str, Any], path: Path) -> None:
     """One panel per env: every trainer's curve and the band of the others around it."""
-    from xpgym.core.optional import import_optional
+    from xpgym.core.optional import headless_pyplot
 
-    matplotlib = import_optional(
-        "matplotlib", needed_by="parity.gpu plots", install='pip install "xpgym[torch]"'
-    )
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = headless_pyplot(needed_by="parity.gpu plots", install='pip install "xpgym[torch]"')
 
     envs = report["envs"]
     fig, axes = plt.subplots(1, max(len(envs), 1), figsize=(7 * max(len(envs), 1), 4.5))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-__all__ = ["import_optional"]
+__all__ = ["headless_pyplot", "import_optional"]
 
 
 def import_optional(module: str, *, needed_by: str, install: str) -> ModuleType:
@@ -16,3 +16,11 @@ def import_optional(module: str, *, needed_by: str, install: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         raise ImportError(f"{needed_by} needs {module}; install it with {install}") from exc
+
+
+def headless_pyplot(*, needed_by: str, install: str) -> ModuleType:
+    """``matplotlib.pyplot`` on the file-only ``Agg`` backend (no display needed), imported
+    through `import_optional` (same error when matplotlib is missing)."""
+    matplotlib = import_optional("matplotlib", needed_by=needed_by, install=install)
+    matplotlib.use("Agg")
+    return importlib.import_module("matplotlib.pyplot")
