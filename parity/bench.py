@@ -138,7 +138,7 @@ def bench_one(name: str, cfg: E2EConfig, out_dir: Path) -> dict[str, Any]:
     warm_dir = warm_model_dir(cfg.warm)
     log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
     if name == "reference":
-        with set_environment(EPISODE_LOG_VARIABLE, str(log_dir)):
+        with set_environment({EPISODE_LOG_VARIABLE: str(log_dir)}):
             result = _run_reference(cfg, warm_dir)
     else:
         result = run([name], cfg, out_dir, warm_dir=warm_dir)[name]

@@ -38,7 +38,7 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -341,7 +341,7 @@ def run(
         log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
         shutil.rmtree(log_dir, ignore_errors=True)
         try:
-            with set_environment(EPISODE_LOG_VARIABLE, str(log_dir)):
+            with set_environment({EPISODE_LOG_VARIABLE: str(log_dir)}):
                 result = TRAINERS[name](cfg, out_dir, warm_dir)
         except Exception as exc:
             logger.exception("%s crashed", name)
@@ -358,17 +358,19 @@ def run(
 
 
 @contextmanager
-def set_environment(name: str, value: str) -> Iterator[None]:
-    """Set the environment variable `name` to `value` for the block (subprocesses see it)."""
-    before = os.environ.get(name)
-    os.environ[name] = value
+def set_environment(values: Mapping[str, str]) -> Iterator[None]:
+    """Set the environment variables of `values` for the block (subprocesses see them); on
+    exit each gets its earlier value back, or is removed if it had none."""
+    before = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
     try:
         yield
     finally:
-        if before is None:
-            del os.environ[name]
-        else:
-            os.environ[name] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:

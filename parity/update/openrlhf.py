@@ -27,12 +27,12 @@ is set to its default False, which ``Actor.__init__`` leaves unset when given a 
 
 from __future__ import annotations
 
-import os
 from contextlib import ExitStack
 from types import SimpleNamespace
 from typing import Any
 
 from parity.core import NotRunnableError
+from parity.e2e import set_environment
 from parity.trainers._stand_ins import stand_ins
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 
@@ -53,35 +53,29 @@ def run(job: UpdateJob) -> TrainerRun:
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),
     }
-    saved = {key: os.environ.get(key) for key in env}
-    os.environ.update(env)
-    try:
-        with ExitStack() as stack:
-            missing = stack.enter_context(stand_ins(STAND_INS, ("openrlhf",)))
-            try:
-                import deepspeed  # noqa: F401
-                from openrlhf.models import Actor, PolicyLoss
-                from openrlhf.utils.deepspeed import DeepspeedStrategy
-                from openrlhf.utils.loss_utils import iter_grad_accum_global_norm
+    # The environment is restored on exit; the one-process gloo group stays (DeepSpeed keeps
+    # its backend in a module global).
+    with ExitStack() as stack:
+        stack.enter_context(set_environment(env))
+        missing = stack.enter_context(stand_ins(STAND_INS, ("openrlhf",)))
+        try:
+            import deepspeed  # noqa: F401
+            from openrlhf.models import Actor, PolicyLoss
+            from openrlhf.utils.deepspeed import DeepspeedStrategy
+            from openrlhf.utils.loss_utils import iter_grad_accum_global_norm
 
-                from xpgym.adapters.openrlhf import to_experience, turn_advantages
-            except ImportError as err:
-                raise NotRunnableError(f"cannot import openrlhf / deepspeed: {err}") from err
-            steps = _run(
-                job,
-                Actor,
-                PolicyLoss,
-                DeepspeedStrategy,
-                iter_grad_accum_global_norm,
-                to_experience,
-                turn_advantages,
-            )
-    finally:  # the one-process gloo group stays: DeepSpeed keeps its backend in a global
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+            from xpgym.adapters.openrlhf import to_experience, turn_advantages
+        except ImportError as err:
+            raise NotRunnableError(f"cannot import openrlhf / deepspeed: {err}") from err
+        steps = _run(
+            job,
+            Actor,
+            PolicyLoss,
+            DeepspeedStrategy,
+            iter_grad_accum_global_norm,
+            to_experience,
+            turn_advantages,
+        )
     return TrainerRun(
         steps=steps,
         stand_ins=list(missing),
