@@ -622,6 +622,7 @@ def test_episode_statistics_reports_the_episode_on_its_last_step():
         "length": 2,
         "tool_calls": 0,
         "invalid_actions": 0,
+        "invalid_action_rate": 0.0,
         "time": 2.5,
     }
     assert isinstance(info["episode"]["return"], float)
@@ -664,7 +665,8 @@ def test_episode_statistics_counts_steps_with_truthy_invalid_action():
     env.reset(seed=0)
     for action in ("a", "b", "c"):
         env.step(action)
-    assert env.step("end")[4]["episode"]["invalid_actions"] == 2
+    episode = env.step("end")[4]["episode"]
+    assert (episode["invalid_actions"], episode["invalid_action_rate"]) == (2, 0.5)
 
 
 def test_episode_statistics_time_is_measured_on_the_real_monotonic_clock():
@@ -698,6 +700,7 @@ def test_episode_statistics_reset_starts_a_new_count():
         "length": 1,
         "tool_calls": 1,
         "invalid_actions": 0,
+        "invalid_action_rate": 0.0,
         "time": 0.0,
     }
 
@@ -784,3 +787,12 @@ def test_stack_enforces_the_env_lifecycle():
     env.reset(seed=0)
     with pytest.raises(TypeError, match="takes the model's text as a str"):
         env.step(3)  # type: ignore[arg-type]
+
+
+def test_available_actions_defaults_to_none_and_wrappers_forward_it():
+    class Listing(ScriptedEnv):
+        def available_actions(self) -> list[str]:
+            return ["a", "end"]
+
+    assert ScriptedEnv().available_actions() is None
+    assert EpisodeStatistics(MaxTurns(Listing(), max_turns=3)).available_actions() == ["a", "end"]

@@ -257,7 +257,9 @@ class Env(EnvCore, Generic[ObsType]):
             * `truncated`: a limit ended it (turns, tool calls, context). Never both for the
               same reason; a single-turn env returns `terminated=True, truncated=False`.
             * `info` keys with fixed meaning: `correct` (bool), `invalid_action` (bool),
-              `parsed_action`, `tool_calls`, `metrics` (dict of floats).
+              `parsed_action`, `tool_calls`, `metrics` (dict of floats),
+              `available_actions` (list of str, from envs that implement
+              `available_actions`, on `reset` and every step).
 
         Raises:
             TypeError: `action` is not a `str`.
@@ -265,6 +267,17 @@ class Env(EnvCore, Generic[ObsType]):
             EpisodeFinishedError: the episode already ended (see `allows_step_after_done`).
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
+
+    def available_actions(self) -> list[str] | None:
+        """The actions admissible in the current state, or `None` if this env cannot list them.
+
+        An env that can list them (text worlds, board games) overrides this and returns the
+        exact texts its `step` accepts, in a stable order, each one a valid action now; it
+        also puts the same list in ``info["available_actions"]`` on `reset` and on every
+        step that does not end the episode. Wrappers forward the call to the env they wrap.
+        Default: `None`.
+        """
+        return None
 
     def sample_random_action(self) -> str:
         """Return a random, well-formed action drawn from `np_random` (for tests and fuzzing)."""
@@ -344,6 +357,9 @@ class Wrapper(Env[ObsType]):
 
     def sample_random_action(self) -> str:
         return self.env.sample_random_action()
+
+    def available_actions(self) -> list[str] | None:
+        return self.env.available_actions()
 
     def get_wrapper_state(self) -> Any:
         """This wrapper's own state (picklable, independent copy). Default: `None`."""

@@ -31,11 +31,12 @@ class EpisodeStatistics(Wrapper[Any]):
     """Add ``info["episode"]`` on the step that ends an episode (terminated or truncated).
 
     ``info["episode"] = {"return": float, "length": int, "tool_calls": int,
-    "invalid_actions": int, "time": float}``:
+    "invalid_actions": int, "invalid_action_rate": float, "time": float}``:
 
     * ``return``: sum of the episode's rewards; ``length``: its number of steps;
     * ``tool_calls``: sum over steps of `count_tool_calls` of ``info.get("tool_calls")``;
     * ``invalid_actions``: steps whose ``info.get("invalid_action")`` is truthy;
+      ``invalid_action_rate``: ``invalid_actions / length`` (in ``[0, 1]``);
     * ``time``: seconds from the end of `reset()` to the end of the last step, on a
       monotonic clock (`clock`, default `time.monotonic`), so it includes the policy's time.
 
@@ -79,6 +80,7 @@ class EpisodeStatistics(Wrapper[Any]):
                     "length": self._length,
                     "tool_calls": self._tool_calls,
                     "invalid_actions": self._invalid_actions,
+                    "invalid_action_rate": self._invalid_actions / self._length,
                     "time": self.clock() - self._start,
                 },
             }

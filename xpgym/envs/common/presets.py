@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from xpgym.core.env import Env
+from xpgym.core.registry import register
 
-__all__ = ["PresetEnv", "override_preset", "resolve_presets"]
+__all__ = ["PresetEnv", "override_preset", "register_presets", "resolve_presets"]
 
 S = TypeVar("S")
 N = TypeVar("N", bound=NamedTuple)
@@ -37,6 +38,26 @@ def resolve_presets(
         return dict(presets)
     raise ValueError(
         f"difficulty must be None, 'random' or one of {sorted(presets)}, got {difficulty!r}"
+    )
+
+
+def register_presets(
+    category: str, name: str, entry_point: str, default: str, easy: str, hard: str
+) -> None:
+    """Register ``<category>:<name>-v0`` and its ``-easy``, ``-hard`` and ``-random`` ids.
+
+    The ``-random`` id draws easy or hard at every reset; the other arguments are the ids'
+    one-line descriptions.
+    """
+    base = f"{category}:{name}-v0"
+    register(base, entry_point, description=default)
+    register(f"{base}-easy", entry_point, difficulty="easy", description=easy)
+    register(f"{base}-hard", entry_point, difficulty="hard", description=hard)
+    register(
+        f"{base}-random",
+        entry_point,
+        difficulty="random",
+        description=f"{name}; easy or hard drawn at every reset.",
     )
 
 

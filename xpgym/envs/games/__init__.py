@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from xpgym.core.registry import register
 from xpgym.core.wrappers.tool_variants import register_tool_variant
+from xpgym.envs.common.presets import register_presets
 
 
 def register_envs() -> None:
@@ -124,12 +125,4 @@ def register_envs() -> None:
 
 def _register_presets(name: str, entry_point: str, default: str, easy: str, hard: str) -> None:
     """``game:<name>-v0`` and its ``-easy``, ``-hard`` and ``-random`` (drawn per reset)."""
-    register(f"game:{name}-v0", entry_point, description=default)
-    register(f"game:{name}-v0-easy", entry_point, difficulty="easy", description=easy)
-    register(f"game:{name}-v0-hard", entry_point, difficulty="hard", description=hard)
-    register(
-        f"game:{name}-v0-random",
-        entry_point,
-        difficulty="random",
-        description=f"{name}; easy or hard drawn at every reset.",
-    )
+    register_presets("game", name, entry_point, default, easy, hard)

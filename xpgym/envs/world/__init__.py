@@ -1,0 +1,46 @@
+"""Long-horizon text worlds (AgentGym-RL's decision-making families, from their published
+rules). Ids: ``world:<Name>-v0[-easy|-hard|-random]``.
+
+* ``world:Crafting``: a TextCraft-style recipe graph, inventory and goal item
+  (`xpgym.envs.world.crafting`);
+* ``world:GridWorld``: a BabyAI-style grid of rooms, doors, keys and objects seen in part
+  (`xpgym.envs.world.gridworld`);
+* ``world:ScienceLab``: SciWorld-style heat / cool / measure / mix tasks with sub-goal
+  credit (`xpgym.envs.world.science_lab`).
+
+Every world lists its admissible actions (`Env.available_actions`), has a solver that wins
+every seed, and shares the turn loop of `xpgym.envs.world.common`. The rules, sources and
+differences from the originals: docs/envs.md.
+"""
+
+from __future__ import annotations
+
+from xpgym.envs.common.presets import register_presets
+
+
+def register_envs() -> None:
+    """Register the world ids; entry points are imported only by `xpgym.make`."""
+    register_presets(
+        "world",
+        "Crafting",
+        "xpgym.envs.world.crafting:CraftingEnv",
+        "Craft a goal item through a depth-2 recipe tree from base materials; 20 turns.",
+        "Craft a goal item through a depth-1 recipe tree from base materials; 10 turns.",
+        "Craft a goal item through a depth-4 recipe tree from base materials; 40 turns.",
+    )
+    register_presets(
+        "world",
+        "GridWorld",
+        "xpgym.envs.world.gridworld:GridWorldEnv",
+        "Reach or fetch an object across two rooms joined by a closed door; 20 turns.",
+        "Go to an object in one room; 10 turns.",
+        "Put an object next to another across locked doors (find the key); 40 turns.",
+    )
+    register_presets(
+        "world",
+        "ScienceLab",
+        "xpgym.envs.world.science_lab:ScienceLabEnv",
+        "Heat, cool, measure or mix in a lab, with sub-goal credit; 20 turns.",
+        "One short lab task (heat or measure) with sub-goal credit; 12 turns.",
+        "Two-stage lab tasks (mix, then heat and measure) with sub-goal credit; 30 turns.",
+    )
