@@ -4,6 +4,8 @@
 * `calls`: parsers for the two call formats (tag style ``<python>...</python>`` and JSON
   ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``), argument validation and
   instruction text; `parse_call` is a ready-made `Tool.parse`.
+* `signature`: JSON schemas inferred from a function's type hints and docstring
+  (`signature_schema`).
 * Tools: `python.PythonTool` (code run in `xpgym.core.sandbox.Sandbox`, a bubblewrap
   sandbox), `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
   `mcp.MCPToolset` (one `Tool` per function of an MCP server).
@@ -57,6 +59,7 @@ __all__ = [
     "make_mcp_tools",
     "make_search_tool",
     "parse_call",
+    "signature_schema",
     "validate_arguments",
 ]
 
@@ -70,6 +73,7 @@ _LAZY: dict[str, str] = {
     "MCPToolset": "xpgym.core.tools.mcp",
     "MCPFunctionTool": "xpgym.core.tools.mcp",
     "make_mcp_tools": "xpgym.core.tools.mcp",
+    "signature_schema": "xpgym.core.tools.signature",
 }
 
 # Name -> its new home: these names were importable from here before they moved.
