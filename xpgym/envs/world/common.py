@@ -101,9 +101,7 @@ class WorldEnv(PresetEnv[P]):
         raise NotImplementedError(f"{type(self).__name__} does not implement _execute()")
 
     def available_actions(self) -> list[str]:
-        raise NotImplementedError(
-            f"{type(self).__name__} does not implement available_actions()"
-        )
+        raise NotImplementedError(f"{type(self).__name__} does not implement available_actions()")
 
     def _help_text(self) -> str:
         return "Available actions: " + "; ".join(self.available_actions()) + "."
