@@ -13,6 +13,7 @@ from toy_envs import ToyEnv
 
 from xpgym.core.env import Env
 from xpgym.core.errors import find_infra_cause
+from xpgym.core.trajectory import Turn
 from xpgym.core.rewards import (
     AGGREGATES,
     Reward,
@@ -20,6 +21,7 @@ from xpgym.core.rewards import (
     RewardContext,
     RewardOutput,
     parse_reward_output,
+    first_well_formed_tool_call,
     run_awaitables,
     well_formed_tool_call,
 )
@@ -209,6 +211,16 @@ def test_well_formed_tool_call() -> None:
     assert well_formed_tool_call({"tool_calls": [{"name": None}], "invalid_action": True}) == 0
     assert well_formed_tool_call({"tool_calls": 1}) == 1.0
     assert well_formed_tool_call({}) == 0.0
+
+
+def test_first_well_formed_tool_call_pays_once_per_episode() -> None:
+    call = {"tool_calls": [{"name": "t"}], "invalid_action": False}
+    bad = {"tool_calls": [{"name": None}], "invalid_action": True}
+    earlier_bad = (Turn("o", "a", 0.0, info=bad),)
+    assert first_well_formed_tool_call(call, ()) == 1.0
+    assert first_well_formed_tool_call(call, earlier_bad) == 1.0
+    assert first_well_formed_tool_call(call, (*earlier_bad, Turn("o", "a", 0.1, info=call))) == 0
+    assert first_well_formed_tool_call({}, ()) == 0.0
 
 
 def test_format_reward_on_a_real_tool_wrapper() -> None:

@@ -66,6 +66,7 @@ __all__ = [
     "RewardAggregator",
     "RewardContext",
     "RewardOutput",
+    "first_well_formed_tool_call",
     "parse_reward_output",
     "run_awaitables",
     "well_formed_tool_call",
@@ -238,6 +239,15 @@ def well_formed_tool_call(info: Mapping[str, Any]) -> float:
     non-empty, ``info["invalid_action"]`` not set), else 0.0: the format reward of
     `RewardWrapper(format_reward=<float>)`, as AgentFly's +0.1 for calling a tool."""
     return float(bool(info.get("tool_calls")) and not info.get("invalid_action"))
+
+
+def first_well_formed_tool_call(info: Mapping[str, Any], turns: Sequence[Turn]) -> float:
+    """1.0 on the episode's first step that is a well-formed tool call
+    (`well_formed_tool_call`), else 0.0: a format reward paid once per episode, as
+    AgentFly's +0.1 "if the model calls at least one tool"."""
+    if any(well_formed_tool_call(turn.info) for turn in turns):
+        return 0.0
+    return well_formed_tool_call(info)
 
 
 class RewardAggregator:
