@@ -13,18 +13,18 @@ from toy_envs import ToyEnv
 
 from xpgym.core.env import Env
 from xpgym.core.errors import find_infra_cause
-from xpgym.core.trajectory import Turn
 from xpgym.core.rewards import (
     AGGREGATES,
     Reward,
     RewardAggregator,
     RewardContext,
     RewardOutput,
-    parse_reward_output,
     first_well_formed_tool_call,
+    parse_reward_output,
     run_awaitables,
     well_formed_tool_call,
 )
+from xpgym.core.trajectory import Turn
 from xpgym.core.wrappers import MaxTurns, RewardWrapper
 
 # ToyEnv(episode_length=4) never matches these actions (its secret is a digit), so every
