@@ -461,6 +461,21 @@ def test_an_async_reward_that_raises_or_a_bad_return_is_an_infrastructure_failur
     assert find_infra_cause(env.step("1")[4]).kind == "grader_error"
 
 
+def test_an_async_reward_past_its_timeout_is_a_grader_timeout() -> None:
+    async def never_answers(action):
+        await asyncio.Event().wait()  # nothing sets it
+        return 1.0
+
+    env = RewardWrapper(ToyEnv(episode_length=4), [Reward(never_answers, timeout_s=0.01)])
+    env.reset(seed=0)
+    cause = find_infra_cause(env.step("1")[4])
+    assert cause is not None
+    assert cause.kind == "grader_timeout"
+    assert "never_answers" in cause.message
+    with pytest.raises(ValueError, match="timeout_s"):
+        Reward(value, timeout_s=0)
+
+
 def test_rewards_do_not_run_on_a_step_that_already_failed() -> None:
     class FailingEnv(ToyEnv):
         def step(self, action):

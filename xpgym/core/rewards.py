@@ -174,20 +174,27 @@ class Reward:
         weight: Its weight in the weighted sum of a `RewardWrapper`'s rewards.
         name: Its name in ``info["metrics"]``; default ``fn.__name__`` (a class instance:
             its class name).
+        timeout_s: For an async `fn`: seconds after which its call is cancelled and counts
+            as a ``"grader_timeout"``; `None`: no limit. A sync `fn` cannot be interrupted.
 
     Attributes:
-        fn, weight, name: As given.
+        fn, weight, name, timeout_s: As given.
         parameters: The context fields `fn` receives, in its signature's order.
         wants_env: Whether `fn` declares ``env``.
 
     Raises:
         TypeError: `fn` is not callable, or it has a required parameter that is not a
             context field (or positional-only).
-        ValueError: `name` is empty or `weight` is not finite.
+        ValueError: `name` is empty, `weight` is not finite or `timeout_s` is not positive.
     """
 
     def __init__(
-        self, fn: Callable[..., Any], *, weight: float = 1.0, name: str | None = None
+        self,
+        fn: Callable[..., Any],
+        *,
+        weight: float = 1.0,
+        name: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"a reward must be callable, got {fn!r:.80}")
@@ -198,6 +205,9 @@ class Reward:
         if not isinstance(name, str) or not name:
             raise ValueError(f"a reward's name must be a non-empty str, got {name!r}")
         self.name = name
+        if timeout_s is not None and not _finite(timeout_s, "timeout_s") > 0:
+            raise ValueError(f"timeout_s must be positive or None, got {timeout_s!r}")
+        self.timeout_s = timeout_s
         self.parameters, self.wants_env = _declared_fields(fn, name)
 
     def __repr__(self) -> str:
@@ -205,9 +215,13 @@ class Reward:
 
     def call(self, context: RewardContext) -> Any:
         """Call `fn` with the fields it declares; returns what it returns (an awaitable
-        for an async function: await it, or pass it to `run_awaitables`)."""
+        for an async function, bounded by `timeout_s`: await it, or pass it to
+        `run_awaitables`)."""
         values = {name: getattr(context, name) for name in self.parameters}
-        return self.fn(**values)
+        result = self.fn(**values)
+        if self.timeout_s is not None and inspect.isawaitable(result):
+            return asyncio.wait_for(result, self.timeout_s)
+        return result
 
 
 def _declared_fields(fn: Callable[..., Any], name: str) -> tuple[tuple[str, ...], bool]:

@@ -21,7 +21,8 @@ episode aggregates of its rewards (`xpgym.core.recorder`).
 Infrastructure failures: a reward function that raises, or returns something other than
 a number or ``{"reward": r, **metrics}``, is not the policy's doing. The exception is
 logged (WARNING, with its traceback) and the step's info gets the marker
-``info["infra_error"] = {"kind": "grader_error", "message": ...}``
+``info["infra_error"] = {"kind": "grader_error", "message": ...}`` (``"grader_timeout"``
+for an async reward past its `Reward` ``timeout_s``, or one that raised ``TimeoutError``)
 (`xpgym.core.errors`), so the recorder ends the episode there and trainers mask it; that
 step's reward is the env part alone. On a step whose info already carries an
 infrastructure failure no reward function runs.
@@ -33,6 +34,7 @@ episodes without telling the env, so ``"last"`` and ``final_only`` then give not
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import inspect
 import logging
@@ -65,6 +67,8 @@ class _RewardError(Exception):
     def __init__(self, name: str, error: BaseException) -> None:
         super().__init__(f"reward {name!r} failed: {type(error).__name__}: {error}")
         self.error = error
+        timed_out = isinstance(error, (TimeoutError, asyncio.TimeoutError))
+        self.kind = "grader_timeout" if timed_out else "grader_error"
 
 
 class RewardWrapper(Wrapper[Any]):
@@ -161,7 +165,7 @@ class RewardWrapper(Wrapper[Any]):
                 reward += self._score(context, info)
             except _RewardError as failure:
                 logger.warning("%s on %r", failure, self, exc_info=failure.error)
-                info[INFRA_ERROR_KEY] = InfraCause("grader_error", str(failure)).to_dict()
+                info[INFRA_ERROR_KEY] = InfraCause(failure.kind, str(failure)).to_dict()
         self._turns.append(_turn(context, reward, info))
         self._observation = obs
         return obs, reward, terminated, truncated, info
