@@ -43,7 +43,6 @@ into per-step rewards ``r_t``:
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import math
 import numbers
@@ -56,6 +55,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from xpgym.core.trajectory import Turn
 
 if TYPE_CHECKING:
+    import asyncio
+
     from xpgym.core.env import Env
 
 __all__ = [
@@ -220,6 +221,8 @@ class Reward:
         values = {name: getattr(context, name) for name in self.parameters}
         result = self.fn(**values)
         if self.timeout_s is not None and inspect.isawaitable(result):
+            import asyncio  # not at module level: `import xpgym` stays light
+
             return asyncio.wait_for(result, self.timeout_s)
         return result
 
@@ -330,6 +333,8 @@ _loop_pid: int | None = None
 
 def _reward_loop() -> asyncio.AbstractEventLoop:
     """The process's reward event loop, started on first use (again after a fork)."""
+    import asyncio
+
     global _loop, _loop_pid
     with _loop_lock:
         if _loop is None or _loop_pid != os.getpid() or _loop.is_closed():
@@ -353,6 +358,8 @@ def run_awaitables(awaitables: Sequence[Awaitable[Any]]) -> list[Any]:
     """
     if not awaitables:
         return []
+    import asyncio
+
     loop = _reward_loop()
     try:
         running = asyncio.get_running_loop()

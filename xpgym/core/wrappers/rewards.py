@@ -34,7 +34,6 @@ episodes without telling the env, so ``"last"`` and ``final_only`` then give not
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import inspect
 import logging
@@ -67,6 +66,8 @@ class _RewardError(Exception):
     def __init__(self, name: str, error: BaseException) -> None:
         super().__init__(f"reward {name!r} failed: {type(error).__name__}: {error}")
         self.error = error
+        import asyncio  # only on this failure path: `import xpgym` stays light
+
         timed_out = isinstance(error, (TimeoutError, asyncio.TimeoutError))
         self.kind = "grader_timeout" if timed_out else "grader_error"
 
