@@ -14,15 +14,19 @@ D          g1     5 6 | 40                                 40                0.0
 =========  =====  =======================================  ================  ===========
 
 (``[..]``: env/tool tokens.) A ends terminated, B truncated (turn limit), C and D terminated.
-`with_failed_member` adds E, an infra-error member of g0.
+`with_failed_member` adds E, an infra-error member of g0. `with_reward_metrics` records
+A, B, C, D again through a reward function that reports a metric (`REWARD_METRICS`).
 Every turn carries sampler log-probs ``-(token id) / 100``.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from toy_envs import rewarded_toy_env
 
 from xpgym.core.errors import InfraCause
+from xpgym.core.policies import Generation
+from xpgym.core.recorder import EpisodeRecorder
 from xpgym.core.trajectory import Episode, Turn
 
 GAMMA = 0.9
@@ -83,6 +87,34 @@ def with_failed_member() -> list[Episode]:
     )
     return [*episodes(), failed]
 
+
+def with_reward_metrics() -> list[Episode]:
+    """A, B, C, D with their tokens, played on `toy_envs.rewarded_toy_env` (a reward
+    function with metric ``chars``, the action's length) and recorded by the episode
+    recorder: episode ``i`` writes ``"x" * (i + 1)`` every turn, so its
+    ``info["metrics"]`` is ``{"action_chars": 0.0, "action_chars/chars": i + 1}``. Rewards
+    and flags are the toy env's, not the table's."""
+    out = []
+    for i, case in enumerate(episodes()):
+        env = rewarded_toy_env(episode_length=len(case.turns))
+        observation, info = env.reset(seed=case.seed)
+        recorder = EpisodeRecorder(
+            env_id=case.env_id, seed=case.seed, group_id=case.group_id, reset_info=info
+        )
+        for turn in case.turns:
+            action = "x" * (i + 1)
+            generation = Generation(
+                action, token_ids=turn.response_ids, logprobs=turn.response_logprobs
+            )
+            step = env.step(action)
+            recorder.record(observation, generation, *step[1:], prompt_ids=turn.prompt_ids)
+            observation = step[0]
+        out.append(recorder.episode)
+    return out
+
+
+REWARD_METRICS = {"metrics/action_chars": 0.0, "metrics/action_chars/chars": 2.5}
+"""`xpgym.core.trajectory.episode_metrics` of `with_reward_metrics`."""
 
 # Per-turn rewards and returns with GAMMA = 0.9, by hand:
 #   A: G = [0 + 0.9 * 1.0, 1.0]                           = [0.9, 1.0]

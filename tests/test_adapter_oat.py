@@ -31,11 +31,13 @@ torch = pytest.importorskip("torch")
 
 from adapter_cases import (  # noqa: E402
     GAMMA,
+    REWARD_METRICS,
     TURN_RETURNS,
     TURN_REWARDS,
     episodes,
     rebn_reference,
     with_failed_member,
+    with_reward_metrics,
 )
 from oat.types import Transition, TransitionData  # noqa: E402
 from random_byte_lm import EOS_ID, tiny_tokenizer  # noqa: E402
@@ -621,3 +623,11 @@ def test_infra_error_episodes_give_no_rows_so_rebn_is_that_of_the_others() -> No
     want = torch.tensor([row.rewards[-1] for row in base])
     assert torch.equal(batch_normalize(returns), batch_normalize(want))
     assert len(to_transitions(with_failed_member())) == len(episodes())
+
+
+def test_reward_function_metrics_reach_oats_actor_metrics() -> None:
+    # Oat averages every info key over the rows: each row carries the batch's means
+    data = to_transition_data(with_reward_metrics(), gamma=GAMMA)
+    assert all(REWARD_METRICS.items() <= row.info.items() for row in data)
+    for transitions in to_transitions(with_reward_metrics()):
+        assert all(REWARD_METRICS.items() <= t.info.items() for t in transitions)

@@ -35,6 +35,7 @@ from adapter_cases import (  # noqa: E402
     PROMPTS,
     RESPONSE_MASKS,
     RESPONSES,
+    REWARD_METRICS,
     SCORES,
     TURN_REWARDS,
     TURN_TOKENS,
@@ -42,6 +43,7 @@ from adapter_cases import (  # noqa: E402
     per_token,
     rebn_reference,
     with_failed_member,
+    with_reward_metrics,
 )
 
 from parity.trainers._stand_ins import stand_ins  # noqa: E402
@@ -458,3 +460,24 @@ def test_an_infra_error_agent_output_has_no_action_range() -> None:
     assert output["action_ranges"] == []
     assert output["extra_logs"]["xpgym_infra_error"] == 1.0
     assert json.loads(output["label"])["turn_rewards"] == []
+
+
+def test_reward_function_metrics_reach_openrlhfs_logged_info(openrlhf_internals: Any) -> None:
+    exp = to_experience(with_reward_metrics(), pad_token_id=0)
+    for key, mean in REWARD_METRICS.items():
+        assert exp.info[key].tolist() == [mean] * 4  # OpenRLHF logs the batch mean
+    keys = ["action_chars/chars", "not_reported"]
+    episode = with_reward_metrics()[2]
+    response = agent_output(episode, prompt="p", label=None, metric_keys=keys)
+    assert response["extra_logs"]["metrics/action_chars/chars"] == 3.0
+    assert response["extra_logs"]["metrics/not_reported"] == 0.0
+    theirs = openrlhf_internals.SamplesGenerator._process_response_into_experience(
+        None, response, max_len=64
+    )
+    assert theirs.info["metrics/action_chars/chars"].tolist() == [3.0]
+
+
+def test_the_label_names_the_metric_keys_the_executor_logs() -> None:
+    task = make_tasks("game:GuessTheNumber-v0-easy", 1, seed=0)[0]
+    label = json.loads(make_label(task, metric_keys=["f1"]))
+    assert label["options"]["metric_keys"] == ["f1"]

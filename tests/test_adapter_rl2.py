@@ -326,3 +326,26 @@ def test_install_infra_masking_wraps_rl2s_rollout_once(monkeypatch: pytest.Monke
     assert calls == [True]
     assert not tensor_dicts[0]["action_mask"].any()
     assert metric == {"infra_error_episodes": [1]}
+
+
+# --------------------------------------------------------------------------------------
+# Metrics of reward functions (xpgym.core.rewards)
+# --------------------------------------------------------------------------------------
+
+
+def test_reward_function_metrics_reach_rl2s_rollout_metrics(
+    tokenizer: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
+    xpgym.register("test:RL2Rewarded-v0", "toy_envs:rewarded_toy_env", episode_length=2)
+    _, responses = play_like_rl2(
+        tokenizer, ["ab", "abcd"], max_turns=3, env_id="test:RL2Rewarded-v0"
+    )
+    assert [r["done"] for r in responses] == [False, True]
+    extra_info = responses[-1]["extra_info"]
+    assert extra_info[rl2.METRICS_KEY] == {
+        "metrics/action_chars": 0.0,
+        "metrics/action_chars/chars": 4.0,  # the last value the episode reported
+    }
+    _, metric = rl2.mask_infra_sample({"extra_info": extra_info}, _sample_tensors(), {})
+    assert metric["metrics/action_chars/chars"] == [4.0]

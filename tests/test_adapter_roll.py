@@ -22,10 +22,12 @@ from adapter_cases import (
     PROMPTS,
     RESPONSE_MASKS,
     RESPONSES,
+    REWARD_METRICS,
     SCORES,
     TURN_REWARDS,
     episodes,
     with_failed_member,
+    with_reward_metrics,
 )
 
 from xpgym.adapters.roll import (
@@ -175,3 +177,8 @@ def test_an_infra_error_member_is_a_group_of_its_own_with_no_loss_and_no_score()
     got = roll_mean_std(nt, batch)
     np.testing.assert_array_equal(got[:4], roll_mean_std(base.non_tensor_batch, base.batch))
     assert got[4] == 0.0
+
+
+def test_reward_function_metrics_reach_rolls_meta_info() -> None:
+    batch = trajectory_batch(with_reward_metrics(), pad_token_id=0, sequence_length=16, tag="t")
+    assert batch.meta_info["metrics"] == {f"env/t/{k}": v for k, v in REWARD_METRICS.items()}

@@ -4,6 +4,7 @@ per-turn credit through TRL's own scoring step."""
 from __future__ import annotations
 
 import os
+import types
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from adapter_cases import (  # noqa: E402
     PROMPTS,
     RESPONSE_MASKS,
     RESPONSES,
+    REWARD_METRICS,
     REWARD_POSITIONS,
     SCORES,
     TURN_RETURNS,
@@ -28,6 +30,7 @@ from adapter_cases import (  # noqa: E402
     per_token,
     rebn_reference,
     with_failed_member,
+    with_reward_metrics,
 )
 from trl import GRPOConfig  # noqa: E402
 
@@ -204,3 +207,19 @@ def test_turn_credit_leaves_out_an_infra_error_member(estimator: str) -> None:
     )
     np.testing.assert_allclose(got.numpy()[:4, : want.shape[1]], want.numpy(), atol=1e-6)
     assert not got[4].any()
+
+
+def test_reward_function_metrics_reach_grpo_trainers_log() -> None:
+    from collections import defaultdict
+
+    from xpgym.adapters.trl import log_episode_metrics
+
+    # what GRPOTrainer.log averages: per-mode lists of numbers
+    trainer = types.SimpleNamespace(
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)}
+    )
+    log_episode_metrics(trainer, with_reward_metrics(), training=True)
+    assert {k: v for k, v in trainer._metrics["train"].items()} == {
+        key: [value] for key, value in REWARD_METRICS.items()
+    }
+    assert not trainer._metrics["eval"]

@@ -21,6 +21,7 @@ from adapter_cases import (  # noqa: E402
     PROMPTS,
     RESPONSE_MASKS,
     RESPONSES,
+    REWARD_METRICS,
     REWARD_POSITIONS,
     SCORES,
     TURN_RETURNS,
@@ -30,6 +31,7 @@ from adapter_cases import (  # noqa: E402
     per_token,
     rebn_reference,
     with_failed_member,
+    with_reward_metrics,
 )
 from omegaconf import OmegaConf  # noqa: E402
 from verl import DataProto  # noqa: E402
@@ -565,3 +567,14 @@ def test_an_infra_error_agent_loop_output_has_no_loss_tokens_and_names_its_cause
     assert output.extra_fields["infra_error"] == "grader_timeout"
     (ok,) = episode_outputs(episodes()[2], layout="per_episode", gamma=GAMMA)
     assert ok.extra_fields["infra_error"] is None
+
+
+def test_reward_function_metrics_reach_verl() -> None:
+    data = to_data_proto(with_reward_metrics(), pad_token_id=0)
+    assert REWARD_METRICS.items() <= data.meta_info["xpgym_metrics"].items()
+    (episode, *_) = with_reward_metrics()
+    for output in episode_outputs(episode, layout="per_turn", gamma=GAMMA):
+        assert output.extra_fields["xpgym_metrics"] == {
+            "metrics/action_chars": 0.0,
+            "metrics/action_chars/chars": 1.0,
+        }

@@ -265,6 +265,21 @@ def test_infra_errors_are_reported_apart_from_failures(tmp_path, chat_server, to
     assert (columns["FAILED"], columns["INFRA"]) == ("0", "2")
 
 
+def test_reward_function_metrics_are_averaged_into_the_summary(tmp_path, chat_server):
+    saved = dict(reg.registry)
+    reg.register("test:Rewarded-v0", "toy_envs:rewarded_toy_env", episode_length=2)
+    try:
+        server = chat_server(lambda body, n: Reply(body=completion("abc")))
+        summary = run_eval(config(tmp_path, spec_of(server), envs=["test:Rewarded-v0"], episodes=2))
+    finally:
+        reg.registry.clear()
+        reg.registry.update(saved)
+    (row,) = summary.rows
+    assert row.metrics == {"action_chars": 0.0, "action_chars/chars": 3.0}
+    (saved_row,) = json.loads((tmp_path / "run" / "summary.json").read_text())["rows"]
+    assert saved_row["metrics"] == row.metrics
+
+
 # -- resume ---------------------------------------------------------------------------------
 
 

@@ -103,7 +103,14 @@ def test_episode_result_counts_turns_invalid_actions_and_generated_tokens():
         "success": True,
         "invalid_actions": 1,
         "tokens": 4,
+        "metrics": {},
     }
+
+
+def test_episode_result_keeps_the_episodes_metrics():
+    turns = [Turn("o", "a", 1.0, terminated=True)]
+    episode = Episode(env_id="e", turns=turns, info={"metrics": {"f1": 0.5}})
+    assert episode_result(episode)["metrics"] == {"f1": 0.5}
 
 
 def test_episode_result_has_no_token_count_when_a_turn_has_no_ids():
@@ -116,7 +123,9 @@ def test_episode_result_has_no_token_count_when_a_turn_has_no_ids():
 # -- summary rows ---------------------------------------------------------------------------
 
 
-def record(seed, sample, success, *, env="e", ret=None, turns=2, invalid=0, tokens=None):
+def record(
+    seed, sample, success, *, env="e", ret=None, turns=2, invalid=0, tokens=None, metrics=None
+):
     result = {
         "agent": None,
         "model": "m",
@@ -126,6 +135,8 @@ def record(seed, sample, success, *, env="e", ret=None, turns=2, invalid=0, toke
         "invalid_actions": invalid,
         "tokens": tokens,
     }
+    if metrics is not None:
+        result["metrics"] = metrics
     return {"env_id": env, "seed": seed, "sample": sample, "status": "ok", "results": [result]}
 
 
@@ -193,3 +204,16 @@ def test_multi_agent_records_give_one_row_per_agent_and_failures_count_for_each(
     x, o = summarize([both, failed(1, 0, env="ma")], planned, ks=[1])
     assert (x.agent, x.model, x.success_rate, x.mean_return, x.failed) == ("x", "m", 1.0, 1.0, 1)
     assert (o.agent, o.model, o.success_rate, o.mean_return, o.failed) == ("o", "random", 0, -1, 1)
+
+
+def test_a_row_averages_each_metric_over_the_completed_episodes_that_reported_it():
+    records = [
+        record(0, 0, True, metrics={"f1": 1.0, "length": 4.0}),
+        record(0, 1, True, metrics={"f1": 0.5}),
+        record(1, 0, False),  # recorded before metrics existed: reports none
+        record(1, 1, False, metrics={}),
+        failed(2, 0),
+    ]
+    (row,) = summarize(records, {("e", None): ("m", 5)}, ks=[1])
+    assert row.metrics == {"f1": 0.75, "length": 4.0}
+    assert summarize([failed(0, 0)], {("e", None): ("m", 1)}, ks=[1])[0].metrics == {}

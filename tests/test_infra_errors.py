@@ -37,7 +37,13 @@ from xpgym.core.rollout import collect_episodes
 from xpgym.core.sandbox import SandboxError
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.python import PythonTool
-from xpgym.core.trajectory import Episode, Turn, infra_error_metrics, training_group_ids
+from xpgym.core.trajectory import (
+    Episode,
+    Turn,
+    episode_metrics,
+    infra_error_metrics,
+    training_group_ids,
+)
 from xpgym.core.vector import SyncVectorEnv
 from xpgym.core.wrappers import ToolEnvWrapper
 from xpgym.envs.common.answer_env import BoxedAnswerEnv, GradeResult, Problem
@@ -371,3 +377,16 @@ def test_infra_error_metrics_count_by_kind() -> None:
         "infra_error_episodes/sub_env_crash": 1.0,
     }
     assert infra_error_metrics(episodes()) == {"infra_error_episodes": 0.0}
+
+
+def test_episode_metrics_average_each_key_over_the_ok_episodes_that_reported_it() -> None:
+    def ep(metrics: dict[str, float] | None, failed: bool = False) -> Episode:
+        info = {} if metrics is None else {"metrics": metrics}
+        cause = {"kind": "grader_error", "message": ""} if failed else None
+        return Episode(
+            "toy", turns=[Turn("o", "a", 0.0, terminated=True)], info=info, infra_error=cause
+        )
+
+    episodes = [ep({"f1": 1.0, "len": 4.0}), ep({"f1": 0.5}), ep(None), ep({"f1": 9.0}, True)]
+    assert episode_metrics(episodes) == {"metrics/f1": 0.75, "metrics/len": 4.0}
+    assert episode_metrics([ep(None)]) == {}

@@ -334,14 +334,41 @@ def test_search_variant_passes_check_env():
     env.close()
 
 
+def test_f1_variant_pays_the_answers_f1_and_once_for_a_well_formed_search():
+    pytest.importorskip("tantivy", reason="the search tool indexes with tantivy")
+    env = xpgym.make("qa:Sample-v0-search-f1")
+    for index in range(len(SAMPLE)):
+        row = SAMPLE[index]
+        env.reset(options={"index": index})
+        rewards = [env.step("<search></search>")[1]]  # malformed: no format reward
+        for doc in row["docs"]:
+            rewards.append(env.step(f"<search>{CORPUS[doc]['title']}</search>")[1])
+        _, reward, terminated, _, info = env.step(f"<answer>{row['answer'][0]}</answer>")
+        assert terminated
+        assert rewards == [0.0, 0.1] + [0.0] * (len(row["docs"]) - 1)
+        assert reward == 1.0  # the gold answer's F1
+        assert info["metrics"]["answer_f1"] == 1.0
+        assert info["metrics"]["format_reward"] == 1.0
+        words = len(normalize_answer(row["answer"][0]).split())
+        assert info["metrics"]["answer_f1/answer_words"] == words
+    env.reset(options={"index": 0})
+    _, reward, *_ = env.step("<answer>no idea</answer>")  # no search: F1 alone
+    assert reward == token_f1("no idea", SAMPLE[0]["answer"])
+    env.close()
+
+
 # --------------------------------------------------------------------- registered hub ids
+
+
+QA_ENTRY_POINT = "xpgym.envs.qa.env:QAEnv"  # the ids that are a QAEnv (not a variant of one)
 
 
 def test_hub_ids_are_marked_and_each_has_a_search_variant():
     assert {"qa:HotpotQA-v0", "qa:NaturalQuestions-v0", "qa:TriviaQA-v0"} <= set(HUB_IDS)
     assert not xpgym.spec("qa:Sample-v0").requires_download
     assert not xpgym.spec("qa:Sample-v0-search").requires_download
-    bases = [i for i in xpgym.list_envs("qa:*") if not i.endswith("-search")]
+    bases = [i for i in xpgym.list_envs("qa:*") if xpgym.spec(i).entry_point == QA_ENTRY_POINT]
+    assert "qa:Sample-v0" in bases
     for env_id in bases:
         assert xpgym.spec(f"{env_id}-search").requires_download == (env_id in HUB_IDS)
     assert xpgym.spec("qa:HotpotQA-v0").kwargs == {

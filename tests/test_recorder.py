@@ -124,3 +124,25 @@ def test_the_episode_is_tagged_and_keeps_a_copy_of_the_reset_info() -> None:
     episode = rec.episode
     assert (episode.env_id, episode.seed, episode.group_id) == ("toy", 7, "g")
     assert episode.info == {"reset_info": {"level": 1}}
+
+
+def test_episode_metrics_keep_the_last_value_each_key_reported() -> None:
+    rec = recorder()
+    step(rec, 0, metrics={"f1": 0.2, "calls": 1})
+    step(rec, 1)
+    step(rec, 2, metrics={"f1": np.float64(0.8)}, ended=True)
+    assert rec.episode.info["metrics"] == {"f1": 0.8, "calls": 1.0}
+    assert type(rec.episode.info["metrics"]["f1"]) is float
+
+
+def test_an_episode_without_metrics_has_no_metrics_key() -> None:
+    rec = recorder()
+    step(rec, 0, metrics={})
+    step(rec, 1, ended=True)
+    assert "metrics" not in rec.episode.info
+
+
+def test_a_metric_that_is_not_a_number_is_left_out() -> None:
+    rec = recorder()
+    step(rec, 0, ended=True, metrics={"ok": 1.0, "note": "text"})
+    assert rec.episode.info["metrics"] == {"ok": 1.0}

@@ -17,6 +17,8 @@ import pytest
 torch = pytest.importorskip("torch")
 random_byte_lm = pytest.importorskip("random_byte_lm")
 
+from adapter_cases import REWARD_METRICS, with_reward_metrics  # noqa: E402
+
 import xpgym  # noqa: E402
 from xpgym.core.advantages import (  # noqa: E402
     broadcast_to_tokens,
@@ -668,3 +670,9 @@ def test_train_runs_the_collect_and_update_loop(caplog):
     assert len(history) == 2
     assert all(h["num_episodes"] == 4 and h["response_length"] <= 4 for h in history)
     assert "step 1: return" in caplog.text
+
+
+def test_reward_function_metrics_reach_train_step_metrics():
+    trainer = Trainer(random_byte_lm.tiny_model(seed=0), config(algorithm="rebn"))
+    metrics = trainer.train_step(with_reward_metrics())
+    assert REWARD_METRICS.items() <= metrics.items()

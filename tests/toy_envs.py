@@ -14,6 +14,8 @@
 `HostMeetingEnv` is a `MeetingEnv` whose barrier is made where the env is built (a worker
 process, a Ray actor), shared by the sub-envs built there.
 `AnnouncingEnv` prints each step as it begins: for tests that host it in another process.
+`rewarded_toy_env` is a `ToyEnv` in a `RewardWrapper` whose reward function `action_chars`
+reports a metric: for the tests that follow metrics from a reward into trainers' logs.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from typing import Any
 from hang_guard import HANG_GUARD_S
 
 from xpgym.core.env import Env
+from xpgym.core.wrappers import RewardWrapper
 
 
 class ToyEnv(Env[str]):
@@ -128,3 +131,14 @@ class AnnouncingEnv(ToyEnv):
     def step(self, action: str):
         print(f"step {action}", flush=True)
         return super().step(action)
+
+
+def action_chars(action: str) -> dict[str, float]:
+    """A reward function with a metric: reward 0.0, metric ``chars``, the action's length."""
+    return {"reward": 0.0, "chars": float(len(action))}
+
+
+def rewarded_toy_env(episode_length: int = 3) -> Env:
+    """``RewardWrapper(ToyEnv(episode_length), [action_chars])``: each step's
+    ``info["metrics"]`` has ``action_chars`` (0.0) and ``action_chars/chars``."""
+    return RewardWrapper(ToyEnv(episode_length), [action_chars])

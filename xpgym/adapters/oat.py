@@ -29,9 +29,11 @@ field                  type         meaning
 ``rewards``            list[float]  one per response token: the turn's discounted return
                                     ``G_t = r_t + gamma * G_{t+1}`` on the last, 0 elsewhere
 ``loss_mask``          bool         False for a cut generation when ``ignore_no_eos``
-``info``               dict         ``episode``, ``turn``, ``reward``, ``return``: numbers
-                                    only, as Oat's collector averages every ``info`` key
-                                    over the rows into its actor metrics
+``info``               dict         ``episode``, ``turn``, ``reward``, ``return``, and
+                                    the batch's ``metrics/<key>`` (`episode_metrics`, the
+                                    same on every row): numbers only, as Oat's collector
+                                    averages every ``info`` key over the rows into its
+                                    actor metrics
 =====================  ===========  =====================================================
 
 Oat's collate puts ``prompt_ids + response_ids`` right-padded in ``input_ids`` and its
@@ -70,7 +72,7 @@ from oat.types import Transition, TransitionData  # noqa: E402
 from xpgym.core.advantages import discounted_returns, turn_rewards  # noqa: E402
 from xpgym.core.episode_runner import generation_from_ids  # noqa: E402
 from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import Episode, infra_error_metrics  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics  # noqa: E402
 
 __all__ = [
     "OatEnginePolicy",
@@ -107,6 +109,7 @@ def to_transition_data(
     """
     rewards, mask = turn_rewards(episodes)
     returns = discounted_returns(rewards, mask, gamma)
+    metrics = episode_metrics(episodes)
     out = []
     for e, episode in enumerate(_healthy(episodes)):
         if episode is None:
@@ -134,6 +137,7 @@ def to_transition_data(
                         "turn": t,
                         "reward": turn.reward,
                         "return": float(returns[e, t]),
+                        **metrics,
                     },
                 )
             )
@@ -145,9 +149,11 @@ def to_transitions(episodes: Sequence[Episode], *, tokenizer: Any = None) -> lis
 
     ``rewards`` is the turn's own reward (Oat's multi-turn learner discounts); ``done`` is
     True on the last turn; ``action_is_formatted`` is ``not info["invalid_action"]``;
-    ``info`` is ``{"turn": t}`` (numbers only: Oat averages every key into actor metrics).
+    ``info`` is ``{"turn": t}`` and the batch's `episode_metrics` (numbers only: Oat
+    averages every key into actor metrics).
     Infra-error episodes are left out.
     """
+    metrics = episode_metrics(episodes)
     out = []
     for episode in _healthy(episodes):
         if episode is None:
@@ -170,7 +176,7 @@ def to_transitions(episodes: Sequence[Episode], *, tokenizer: Any = None) -> lis
                     response_logprobs=list(turn.response_logprobs or []),
                     response_is_truncated=bool(turn.info.get("generation_truncated", False)),
                     action_is_formatted=not bool(turn.info.get("invalid_action", False)),
-                    info={"turn": t},
+                    info={"turn": t, **metrics},
                 )
             )
         out.append(transitions)

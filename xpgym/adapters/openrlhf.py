@@ -52,7 +52,11 @@ last policy token; per-turn rewards survive only in the label (used by the overr
 
 Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`) have
 ``action_mask`` 0 (no loss; no turn in the per-turn override, their label's ``turn_rewards``
-is empty) and ``info["infra_error"]`` 1.0 (OpenRLHF logs its batch mean). OpenRLHF groups
+is empty) and ``info["infra_error"]`` 1.0 (OpenRLHF logs its batch mean).
+The episodes' own metrics (``Episode.info["metrics"]``, e.g. from reward functions) reach
+OpenRLHF's logs as ``info["metrics/<key>"]``: in `to_experience` every row holds the batch's
+`episode_metrics` value (so the logged mean is it), in the agent executor
+``extra_logs["metrics/<key>"]`` for the keys the label names (`make_label`). OpenRLHF groups
 fixed blocks of ``n_samples_per_prompt``, so a failed member cannot leave its group: in
 `to_experience` its reward is the healthy members' mean (`infra_filled_scores`, which names
 the exact effect on ``group_norm``'s std); the agent executor sees one sample at a time and
@@ -97,7 +101,7 @@ from xpgym.core.episode_runner import (  # noqa: E402
 )
 from xpgym.core.layouts import episode_rows, shift_to_predictions  # noqa: E402
 from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import Episode  # noqa: E402
+from xpgym.core.trajectory import METRICS_PREFIX, Episode, episode_metrics  # noqa: E402
 
 __all__ = [
     "AGENT_FUNC_PATH",
@@ -127,6 +131,7 @@ def make_label(
     gamma: float = 1.0,
     max_turns: int | None = None,
     system_prompt: str | None = None,
+    metric_keys: Sequence[str] = (),
 ) -> str:
     """The dataset label of one OpenRLHF prompt: which episode to play and how.
 
@@ -136,6 +141,10 @@ def make_label(
             compute per-turn advantages; None leaves them to OpenRLHF's estimator.
         gamma: Discount per turn for the override.
         max_turns, system_prompt: Options of the episode (`run_episode`).
+        metric_keys: Keys of ``Episode.info["metrics"]`` (e.g. reward functions' metrics)
+            that the agent executor logs as ``extra_logs["metrics/<key>"]`` (`agent_output`).
+            OpenRLHF needs the same ``extra_logs`` keys on every sample, so they are named
+            here rather than taken from whatever an episode reported.
     """
     if advantage is not None and advantage not in TOKEN_ESTIMATORS:
         raise ValueError(f"advantage must be one of {TOKEN_ESTIMATORS} or None, got {advantage!r}")
@@ -144,6 +153,7 @@ def make_label(
         "gamma": gamma,
         "max_turns": max_turns,
         "system_prompt": system_prompt,
+        "metric_keys": list(metric_keys),
     }
     return json.dumps({"xpgym_task": json.loads(task.to_json()), "options": options})
 
@@ -242,6 +252,10 @@ def to_experience(
             "score": rewards.clone(),
             "response_clip_ratio": torch.from_numpy(rows.overlong.copy()),
             "infra_error": torch.from_numpy(rows.infra_error.astype(np.float32)),
+            **{
+                key: torch.full((len(rows),), value, dtype=torch.float32)
+                for key, value in episode_metrics(episodes).items()
+            },
         },
     )
 
@@ -450,7 +464,12 @@ class AgentExecutor(AgentExecutorBase):
         finally:
             self.env_pool.release(task, env)
         return agent_output(
-            episode, prompt=prompt, label=label, images=images, with_logprobs=want_logprobs
+            episode,
+            prompt=prompt,
+            label=label,
+            images=images,
+            with_logprobs=want_logprobs,
+            metric_keys=options.get("metric_keys", ()),
         )
 
 
@@ -461,14 +480,20 @@ def agent_output(
     label: str | None,
     images: Any = None,
     with_logprobs: bool = True,
+    metric_keys: Sequence[str] = (),
 ) -> dict[str, Any]:
     """OpenRLHF's agent output dict for one episode (what ``execute`` returns).
 
     ``observation_tokens`` is the episode row, ``action_ranges`` the ``[start, stop)`` of
     each turn's policy tokens in it, ``rollout_log_probs`` one per token (0 off policy
     tokens), ``reward``/``scores`` the episode total, ``truncated`` whether the last
-    generation hit its budget, and the label gains ``turn_rewards``.
+    generation hit its budget, and the label gains ``turn_rewards``. ``extra_logs`` (which
+    OpenRLHF averages over the batch) holds ``xpgym_turns``, ``xpgym_correct``,
+    ``xpgym_infra_error`` and ``metrics/<key>`` for each of `metric_keys`: the episode's
+    ``Episode.info["metrics"][key]``, 0.0 when it did not report it or failed for an
+    infrastructure reason (`xpgym.core.trajectory.episode_metrics` of the episode).
     """
+    reported = episode_metrics([episode])
     row = episode_rows([episode]).row(0)
     ranges = []
     for t in range(row.num_turns if episode.infra_error is None else 0):  # infra: no action
@@ -493,5 +518,9 @@ def agent_output(
             "xpgym_turns": float(len(episode.turns)),
             "xpgym_correct": float(bool(last.info.get("correct", False))),
             "xpgym_infra_error": float(episode.infra_error is not None),
+            **{
+                f"{METRICS_PREFIX}{key}": reported.get(f"{METRICS_PREFIX}{key}", 0.0)
+                for key in metric_keys
+            },
         },
     }

@@ -95,12 +95,13 @@ from xpgym.core.layouts import (  # noqa: E402
 )
 from xpgym.core.policies import Generation  # noqa: E402
 from xpgym.core.recorder import EpisodeRecorder  # noqa: E402
-from xpgym.core.trajectory import Episode  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 
 __all__ = [
     "ENV_PATH",
     "ESTIMATORS",
     "INFRA_ERROR_KEY",
+    "METRICS_KEY",
     "install_infra_masking",
     "install_turn_advantages",
     "make_extra_info",
@@ -209,6 +210,11 @@ INFRA_ERROR_KEY = "xpgym_infra_error"
 """Key the env module sets in a sample's ``extra_info`` when its episode ended in an
 infrastructure failure (``{"kind", "message"}``)."""
 
+METRICS_KEY = "xpgym_metrics"
+"""Key the env module sets in a sample's ``extra_info`` when its episode ends: the
+episode's own metrics, ``{"metrics/<key>": value}`` (`episode_metrics` of the episode;
+``{}`` for none or an infra-error episode)."""
+
 
 def mask_infra_sample(
     data: dict[str, Any], tensor_dicts: list[dict[str, torch.Tensor]], metric: dict[str, list]
@@ -219,14 +225,19 @@ def mask_infra_sample(
     returned for one sample; when the env module marked ``data["extra_info"]`` with
     `INFRA_ERROR_KEY`, every sequence of the sample gets ``action_mask`` 0 and ``rewards``
     0 (no loss; no turn in `turn_advantages`' statistics). ``metric["infra_error_episodes"]``
-    gets 1 for such a sample, else 0. Returns the (changed in place) inputs.
+    gets 1 for such a sample, else 0, and ``metric["metrics/<key>"]`` each metric the
+    sample's episode reported (`METRICS_KEY`), so RL2's mean of each list is the mean over
+    the episodes that reported it. Returns the (changed in place) inputs.
     """
-    failed = INFRA_ERROR_KEY in (data.get("extra_info") or {})
+    extra_info = data.get("extra_info") or {}
+    failed = INFRA_ERROR_KEY in extra_info
     if failed:
         for tensor_dict in tensor_dicts:
             tensor_dict["action_mask"] = torch.zeros_like(tensor_dict["action_mask"])
             tensor_dict["rewards"] = torch.zeros_like(tensor_dict["rewards"])
     metric.setdefault("infra_error_episodes", []).append(int(failed))
+    for key, value in (extra_info.get(METRICS_KEY) or {}).items():
+        metric.setdefault(key, []).append(float(value))
     return tensor_dicts, metric
 
 
@@ -359,6 +370,7 @@ async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) ->
     if cause is not None:  # read by `mask_infra_sample` after RL2's rollout of this sample
         extra_info[INFRA_ERROR_KEY] = cause.to_dict()
     if done:
+        extra_info[METRICS_KEY] = episode_metrics([live.recorder.episode])
         del _LIVE[key]
         _ENV_POOL.release(live.task, live.env)
         logger.debug(

@@ -70,7 +70,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -91,7 +91,7 @@ from xpgym.core.layouts import (  # noqa: E402
     zero_padded_positions,
 )
 from xpgym.core.registry import list_envs, make  # noqa: E402
-from xpgym.core.trajectory import Episode  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 
 __all__ = [
     "PREFIX",
@@ -207,10 +207,14 @@ def register_gem_envs(env_ids: Sequence[str] | None = None, *, prefix: str = PRE
 @dataclass
 class RollBatch:
     """ROLL ``DataProto`` contents: ``batch`` (tensor keys, numpy here) and
-    ``non_tensor_batch`` (object arrays), both with ``B`` rows."""
+    ``non_tensor_batch`` (object arrays), both with ``B`` rows, and ``meta_info``:
+    ``{"metrics": {"env/<tag>/metrics/<key>": mean}}``, the episodes' own metrics
+    (`episode_metrics`), named as ROLL's env managers name the env metrics they report in
+    ``meta_info["metrics"]`` (from ROLL's source; not run here)."""
 
     batch: dict[str, np.ndarray]
     non_tensor_batch: dict[str, np.ndarray]
+    meta_info: dict[str, Any] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.batch["input_ids"])
@@ -226,7 +230,7 @@ class RollBatch:
 
         tensors = {key: torch.from_numpy(np.ascontiguousarray(v)) for key, v in self.batch.items()}
         return protocol.DataProto.from_dict(
-            tensors=tensors, non_tensors=dict(self.non_tensor_batch)
+            tensors=tensors, non_tensors=dict(self.non_tensor_batch), meta_info=self.meta_info
         )
 
 
@@ -314,4 +318,5 @@ def _batch(
         non_tensor["step_scores"] = objects(
             [turn.reward for turn in episodes[e].turns] for e in rows.episode_index
         )
-    return RollBatch(batch=batch, non_tensor_batch=non_tensor)
+    metrics = {f"env/{tag}/{key}": value for key, value in episode_metrics(episodes).items()}
+    return RollBatch(batch=batch, non_tensor_batch=non_tensor, meta_info={"metrics": metrics})

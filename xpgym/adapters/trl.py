@@ -84,12 +84,13 @@ from xpgym.core.episode_runner import (  # noqa: E402
 )
 from xpgym.core.layouts import episode_rows  # noqa: E402
 from xpgym.core.policies.hf import HFPolicy  # noqa: E402
-from xpgym.core.trajectory import Episode  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 
 __all__ = [
     "RolloutFunc",
     "TurnCreditGRPOTrainer",
     "episode_reward",
+    "log_episode_metrics",
     "make_rollout_func",
     "task_dataset",
     "to_rollout_output",
@@ -164,6 +165,16 @@ def episode_reward(
 # --------------------------------------------------------------------------------------
 # Hook: rollout_func
 # --------------------------------------------------------------------------------------
+
+
+def log_episode_metrics(trainer: Any, episodes: Sequence[Episode], *, training: bool) -> None:
+    """Add the episodes' own metrics (``metrics/<key>``, `episode_metrics`: e.g. from
+    reward functions) to what ``GRPOTrainer.log`` averages and logs next to its own
+    (``trainer._metrics["train" | "eval"]``, TRL's per-key lists of numbers; the rollout
+    function has no public way to report numbers). `make_rollout_func` calls it."""
+    mode = "train" if training else "eval"
+    for key, value in episode_metrics(episodes).items():
+        trainer._metrics[mode][key].append(value)
 
 
 def task_dataset(tasks: Sequence[EpisodeTask]) -> Any:
@@ -247,6 +258,7 @@ def make_rollout_func(
         logger.debug(
             "played %d episodes, %d turns", len(episodes), sum(len(e.turns) for e in episodes)
         )
+        log_episode_metrics(trainer, episodes, training=was_training)
         return to_rollout_output(episodes)
 
     return rollout_func

@@ -61,7 +61,11 @@ Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`)
 have ``response_mask`` 0 and ``rm_scores`` 0 (`xpgym.core.layouts`), so no loss and no turn
 in ``xpgym_reinforce``/``xpgym_rebn``; in `to_data_proto` their ``uid`` is a group of their
 own, so verl's ``grpo``/``rloo`` statistics of the other members are exactly those without
-them. ``meta_info["xpgym_metrics"]`` holds `infra_error_metrics`. In the agent loop verl
+them. ``meta_info["xpgym_metrics"]`` holds `infra_error_metrics` and the episodes' own
+metrics, ``metrics/<key>`` (`episode_metrics`: ``Episode.info["metrics"]`` averaged, e.g.
+from reward functions); in the agent loop each output's ``extra_fields["xpgym_metrics"]``
+holds its episode's (``{}`` when none: verl keeps extra fields per sample, in the rollout
+data it dumps, and does not average them itself). In the agent loop verl
 assigns ``uid`` per prompt before the rollout: a failed sample stays in its group with score
 0 (no loss of its own); each output's ``extra_fields["infra_error"]`` names the cause kind
 (``None`` when ok) for verl's logs.
@@ -111,7 +115,7 @@ from xpgym.core.episode_runner import (  # noqa: E402
 )
 from xpgym.core.layouts import Layout, PackedRows, build_rows  # noqa: E402
 from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import Episode, infra_error_metrics  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics  # noqa: E402
 
 __all__ = [
     "AGENT_NAME",
@@ -194,7 +198,7 @@ def to_data_proto(
         "uid": rows.group_id,
         "__num_turns__": (2 * rows.num_turns).astype(np.int32),
     }
-    meta_info = {"xpgym_metrics": infra_error_metrics(episodes)}
+    meta_info = {"xpgym_metrics": {**infra_error_metrics(episodes), **episode_metrics(episodes)}}
     return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info=meta_info)
 
 
@@ -539,6 +543,7 @@ def episode_outputs(
                     "infra_error": None
                     if episode.infra_error is None
                     else episode.infra_error.kind,
+                    "xpgym_metrics": episode_metrics([episode]),
                 },
                 token_rewards=rewards,
             )

@@ -24,7 +24,13 @@ Each loop owns how it prompts, generates and steps; `EpisodeRecorder` owns the r
    ``Episode.infra_error`` (so ``outcome == "infra_error"``; the first cause is kept), and
    the episode ends there, truncated with ``truncated_reason = "infra_error"`` unless the env
    ended it on that step: what follows a broken step says nothing about the policy;
-5. the end: ``Episode.info["episode"]`` is the last turn's ``info["episode"]`` (the summary
+5. metrics: ``Episode.info["metrics"]`` holds, for every key any turn reported in
+   ``info["metrics"]``, the **last** value reported (as a float), so an episode-level
+   number (an F1 on the final answer, a `RewardWrapper`'s running aggregate of a reward)
+   ends up as the episode's value; an episode whose turns report no metrics has no such
+   key. `xpgym.core.trajectory.episode_metrics` averages them over episodes for trainers'
+   logs and the eval summary;
+6. the end: ``Episode.info["episode"]`` is the last turn's ``info["episode"]`` (the summary
    of `EpisodeStatistics`), when there is one.
 
 Two turn limits
@@ -42,6 +48,8 @@ recorder adds nothing (``Episode.info`` names loop-side endings only).
 
 from __future__ import annotations
 
+import logging
+import numbers
 import operator
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -53,6 +61,8 @@ from xpgym.core.policies import Generation
 from xpgym.core.trajectory import Episode, Turn
 
 __all__ = ["EpisodeRecorder", "TurnLimit"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -178,6 +188,7 @@ class EpisodeRecorder:
             turn_info[INFRA_ERROR_KEY] = cause.to_dict()
             if self.episode.infra_error is None:
                 self.episode.infra_error = cause
+        self._collect_metrics(info.get("metrics"))
         turns = self.episode.turns
         turns.append(
             Turn(
@@ -229,6 +240,16 @@ class EpisodeRecorder:
                 )
             )
         self._end(truncated_reason="context")
+
+    def _collect_metrics(self, metrics: Any) -> None:
+        if not isinstance(metrics, Mapping) or not metrics:
+            return
+        collected = self.episode.info.setdefault("metrics", {})
+        for key, value in metrics.items():
+            if isinstance(value, numbers.Real):
+                collected[str(key)] = float(value)
+            else:
+                logger.warning("metric %r is %r, not a real number; not recorded", key, value)
 
     def _end(self, truncated_reason: str | None = None) -> None:
         last = self.episode.turns[-1]

@@ -35,13 +35,16 @@ from xpgym.core.errors import InfraCause
 
 __all__ = [
     "INFRA_GROUP_PREFIX",
+    "METRICS_PREFIX",
     "OUTCOMES",
     "UNGROUPED_PREFIX",
     "Episode",
     "Outcome",
     "Turn",
+    "episode_metrics",
     "infra_error_metrics",
     "load_episodes",
+    "mean_metrics",
     "save_episodes",
     "training_group_ids",
 ]
@@ -281,6 +284,32 @@ def infra_error_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
     metrics = {"infra_error_episodes": float(sum(kinds.values()))}
     metrics.update({f"infra_error_episodes/{kind}": float(n) for kind, n in sorted(kinds.items())})
     return metrics
+
+
+METRICS_PREFIX = "metrics/"
+"""The prefix of `episode_metrics` keys in trainers' logs."""
+
+
+def episode_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
+    """The episodes' metrics for a trainer's log or an eval summary:
+    ``{"metrics/<key>": mean}`` for every key of ``Episode.info["metrics"]`` (the last
+    value each episode reported, `xpgym.core.recorder`), averaged over the ok episodes that
+    reported it (infra-error episodes are left out, as from the loss), keys sorted. No
+    episode with metrics: ``{}``."""
+    healthy = (ep.info.get("metrics") or {} for ep in episodes if ep.infra_error is None)
+    return {f"{METRICS_PREFIX}{key}": mean for key, mean in mean_metrics(healthy).items()}
+
+
+def mean_metrics(reports: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """``{key: mean}`` of metric dicts, each key averaged over the dicts that have it,
+    keys sorted (what `episode_metrics` and the eval summary report)."""
+    sums: dict[str, float] = {}
+    counts: Counter[str] = Counter()
+    for report in reports:
+        for key, value in report.items():
+            sums[key] = sums.get(key, 0.0) + float(value)
+            counts[key] += 1
+    return {key: sums[key] / counts[key] for key in sorted(sums)}
 
 
 def save_episodes(episodes: Iterable[Episode], path: str | Path) -> None:

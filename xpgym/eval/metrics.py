@@ -11,6 +11,10 @@ Definitions (the summary table and ``summary.json`` use exactly these):
   turns, pooled over the episodes of a row.
 * **tokens**: generated tokens per episode, when the policy reports token ids (local
   models); `None` for chat APIs, which return text only.
+* **metrics**: the episode's own metrics, ``Episode.info["metrics"]`` (the last value of
+  each key its steps reported in ``info["metrics"]``, e.g. a reward function's metrics,
+  `xpgym.core.rewards`); a row reports each key's mean over the completed episodes that
+  reported it.
 * **Pass@k** (Chen et al. 2021, "Evaluating Large Language Models Trained on Code"): for a
   problem (env id and seed) with ``n`` sampled episodes of which ``c`` succeeded, the
   probability that at least one of ``k`` episodes drawn without replacement from the ``n``
@@ -32,7 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from xpgym.core.trajectory import Episode
+from xpgym.core.trajectory import Episode, mean_metrics
 
 __all__ = [
     "SUCCESS_RETURN",
@@ -91,8 +95,9 @@ def episode_result(episode: Episode) -> dict[str, Any]:
     """The metrics of one single-agent episode, as stored in a record's ``results``.
 
     Returns:
-        ``{"return", "turns", "success", "invalid_actions", "tokens"}``; ``tokens`` is the
-        number of generated token ids, or `None` if some turn has no ids.
+        ``{"return", "turns", "success", "invalid_actions", "tokens", "metrics"}``;
+        ``tokens`` is the number of generated token ids, or `None` if some turn has no ids;
+        ``metrics`` is ``Episode.info["metrics"]`` (``{}`` when the episode has none).
     """
     turns = episode.turns
     episode_return = episode.total_reward
@@ -105,6 +110,7 @@ def episode_result(episode: Episode) -> dict[str, Any]:
         "success": is_success(turns[-1].info if turns else {}, episode_return),
         "invalid_actions": sum(bool(turn.info.get("invalid_action")) for turn in turns),
         "tokens": tokens,
+        "metrics": dict(episode.info.get("metrics") or {}),
     }
 
 
@@ -126,6 +132,9 @@ class SummaryRow:
         pass_at_k: ``{str(k): estimate}``, averaged over problems with at least k completed
             samples (a k no problem reaches is left out).
         problems: Problems (seeds) with at least one completed episode.
+        metrics: ``{key: mean}`` of the episodes' own metrics over the completed episodes
+            that reported the key (`xpgym.core.trajectory.mean_metrics`; results recorded
+            before metrics existed count as reporting none).
     """
 
     env_id: str
@@ -142,6 +151,7 @@ class SummaryRow:
     mean_tokens: float | None = None
     pass_at_k: dict[str, float] = field(default_factory=dict)
     problems: int = 0
+    metrics: dict[str, float] = field(default_factory=dict)
 
 
 def summarize(
@@ -202,6 +212,7 @@ def _row(
     row.invalid_action_rate = sum(r["invalid_actions"] for r in values) / turns if turns else None
     if all(r["tokens"] is not None for r in values):
         row.mean_tokens = _mean(float(r["tokens"]) for r in values)
+    row.metrics = mean_metrics(r.get("metrics") or {} for r in values)
     per_problem: dict[int, list[bool]] = {}
     for seed, result in results:
         per_problem.setdefault(seed, []).append(bool(result["success"]))

@@ -16,6 +16,7 @@ A record::
      "results": [                    # one entry per agent (one, agent null, single-agent)
         {"agent": null, "model": "<model spec>", "return": 1.0, "turns": 3,
          "success": true, "invalid_actions": 0, "tokens": 42,   # tokens: null if unknown
+         "metrics": {"f1": 0.5},                                 # Episode.info["metrics"]
          "generation_seconds": [0.21, 0.19, 0.2]}],              # per policy request
      "episode": {...},               # single-agent: `Episode.to_dict()` (token ids dropped)
      "transcript": null}             # multi-agent: {"reset_seed": int, "truncated_reason":

@@ -107,7 +107,7 @@ from xpgym.core.advantages import (
     turn_rewards,
 )
 from xpgym.core.layouts import PaddedRows, episode_rows, turn_rows
-from xpgym.core.trajectory import Episode, infra_error_metrics
+from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics
 from xpgym.reference._checks import check_choice, check_positive, check_positive_int
 from xpgym.reference.losses import (
     KL_ESTIMATORS,
@@ -447,10 +447,16 @@ class Trainer:
             steps; ``adv_mean`` (over policy tokens), ``return_mean`` (episode score),
             ``response_length`` (policy tokens per turn), ``num_episodes``, ``num_rows``,
             ``num_tokens`` (policy tokens); ``infra_error_episodes`` (and per cause kind,
-            `xpgym.core.trajectory.infra_error_metrics`): episodes left out by `make_batch`.
+            `xpgym.core.trajectory.infra_error_metrics`): episodes left out by `make_batch`;
+            ``metrics/<key>``: the episodes' own metrics (``Episode.info["metrics"]``, e.g.
+            from reward functions), averaged (`xpgym.core.trajectory.episode_metrics`).
         """
         batch = self.make_batch(episodes)
-        return {**self.update(batch), **infra_error_metrics(episodes)}
+        return {
+            **self.update(batch),
+            **infra_error_metrics(episodes),
+            **episode_metrics(episodes),
+        }
 
     def make_batch(self, episodes: Sequence[Episode]) -> Batch:
         """Rows, old and reference log-probs, values and advantages for `episodes`.

@@ -10,11 +10,15 @@
   ``info["parsed_action"]``, so the wrappers above label its output with the ``"tool"``
   chat role, record the call instead of the raw text, and count the calls in
   ``info["episode"]["tool_calls"]``.
+* `rewards`: `RewardWrapper` computes reward functions (`xpgym.core.rewards`) on each step,
+  aggregates them over the trajectory (sum, last, max), adds a format reward and reports
+  ``info["metrics"]``.
 * `tool_variants`: `register_tool_variant` registers ``<base id>-<toolset>`` ids whose envs
   are the base env in a ``ToolEnvWrapper`` with fresh tools.
 
-Usual order, innermost first: tools, limits, observation, statistics, e.g.
-``EpisodeStatistics(ChatTemplate(MaxTurns(ToolEnvWrapper(env, ...), 10), tokenizer))``.
+Usual order, innermost first: tools, limits, rewards, observation, statistics, e.g.
+``EpisodeStatistics(ChatTemplate(RewardWrapper(MaxTurns(ToolEnvWrapper(env, ...), 10),
+[fn]), tokenizer))``.
 Every wrapper keeps its state in `get_wrapper_state`, so ``get_state()`` of the whole stack
 restores history, counters and schedules together.
 """
@@ -33,6 +37,7 @@ from xpgym.core.wrappers.observation import (
     ObservationActionHistory,
     ObservationHistory,
 )
+from xpgym.core.wrappers.rewards import RewardWrapper
 from xpgym.core.wrappers.statistics import EpisodeStatistics, count_tool_calls
 from xpgym.core.wrappers.tools import ToolEnvWrapper
 
@@ -47,6 +52,7 @@ __all__ = [
     "ObservationActionHistory",
     "ObservationHistory",
     "PiecewiseTurnSchedule",
+    "RewardWrapper",
     "ToolEnvWrapper",
     "count_tool_calls",
 ]

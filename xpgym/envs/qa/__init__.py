@@ -21,6 +21,9 @@ marked ``requires_download`` and were not fetched here (no network in tests).
 The ``-search`` variants add `xpgym.core.tools.search.SearchTool` (at most
 `MAX_SEARCH_CALLS` calls) over the shipped corpus; for the hub datasets pass a retrieval
 server, e.g. ``xpgym.make("qa:HotpotQA-v0-search", tools_kwargs={"url": URL})``.
+
+``qa:Sample-v0-search-f1`` is ``qa:Sample-v0-search`` scored by reward functions
+(`xpgym.envs.qa.rewards`): the answer's F1, plus 0.1 for the first well-formed search call.
 """
 
 from __future__ import annotations
@@ -94,3 +97,10 @@ def register_envs() -> None:
             "search",
             max_tool_calls=MAX_SEARCH_CALLS,
         )
+    register(
+        "qa:Sample-v0-search-f1",
+        "xpgym.envs.qa.rewards:make_f1_env",
+        base_id="qa:Sample-v0-search",
+        description="qa:Sample-v0-search scored by reward functions: answer F1, +0.1 for the "
+        "first well-formed search call.",
+    )
