@@ -211,6 +211,26 @@ def test_the_last_draw_fits_even_the_tightest_settings():
 
 
 @pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"depth": 1, "tags": 3, "max_turns": 40},  # no product to write a kind in
+        {"depth": 8, "max_ingredients": 4, "tags": 3, "distractors": 10, "max_turns": 64},
+        {"depth": 3, "max_ingredients": 1, "tags": 0, "distractors": 0, "max_turns": 14},
+    ],
+)
+def test_settings_in_range_give_worlds_the_solver_wins(kwargs):
+    env = CraftingEnv(**kwargs)
+    for seed in range(40):
+        env.reset(seed=seed)
+        plan = solve(env.world)
+        assert len(plan) <= env.max_turns // 2
+        assert depth(env.world, env.world.goal) == kwargs["depth"]
+        for command in plan:
+            _, reward, terminated, _, _ = env.step(boxed(command))
+        assert (reward, terminated) == (1.0, True)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "error"),
     [
         ({"depth": 0}, ValueError),

@@ -277,8 +277,7 @@ class _Drawer:
         return f"{material} {MATERIALS[kind][1]}"
 
     def add(self, target: str, first: str, others: list[str], count: int) -> str:
-        """Record a recipe for `target` from `first` and distinct `others` (duplicates and
-        items sharing `first`'s name are dropped)."""
+        """Record a recipe for `target` from `first` and `others` (repeats dropped)."""
         keys = list(dict.fromkeys([first, *others]))
         ingredients = tuple((key, self.count((1, 1, 2, 3))) for key in keys)
         self.recipes[target] = Recipe(target, count, ingredients)
@@ -369,8 +368,8 @@ def generate_world(rng: np.random.Generator, settings: Settings) -> World:
         drawer = _Drawer(rng, settings, chain=attempt == _TRIES)
         goal = drawer.item(settings.depth)
         products = sorted(t for t in drawer.recipes if t not in drawer.refined)
-        for target in (drawer.pick(products) for _ in range(settings.tags)):
-            drawer.tag(target)
+        for _ in range(settings.tags if products else 0):  # depth 1: no product to tag
+            drawer.tag(drawer.pick(products))
         for _ in range(settings.distractors):
             drawer.distractor()
         kinds = frozenset(
