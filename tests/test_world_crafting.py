@@ -292,12 +292,18 @@ def test_listed_actions_are_valid_and_unlisted_recipes_are_not():
                 assert env.step(boxed(recipe.text))[4]["invalid_action"], (seed, recipe.text)
 
 
-def test_sample_random_action_is_mostly_a_listed_action():
+def test_sample_random_action_is_mostly_a_listed_action_and_else_invalid():
     env = CraftingEnv()
     env.reset(seed=0)
+    play(env, solve(env.world)[0])
+    state, listed = env.get_state(), env.available_actions()
     samples = [env.sample_random_action() for _ in range(200)]
-    listed = [s for s in samples if parse_command(s) in env.available_actions()]
-    assert 120 < len(listed) < 200
+    valid = []
+    for sample in samples:
+        env.set_state(state)
+        valid.append(not env.step(sample)[4]["invalid_action"])
+    assert valid == [s.startswith("\\boxed") and parse_command(s) in listed for s in samples]
+    assert 140 < sum(valid) < 190
 
 
 @pytest.mark.parametrize("env_id", ALL_IDS)

@@ -581,18 +581,19 @@ class CraftingEnv(WorldEnv[Settings]):
         return actions
 
     def sample_random_action(self) -> str:
-        r"""Mostly ``\boxed{}`` of an available action drawn from `np_random`; one time in
-        five a malformed or inadmissible command, or a command without a box."""
+        r"""``\boxed{}`` of an available action drawn from `np_random` 8 times in 10; else an
+        invalid command in a box (a bad count, ``get`` of the goal, an unknown ingredient or
+        verb) or, 1 time in 20, an available action without a box."""
         actions = self.available_actions()
         draw = float(self.np_random.random())
         action = actions[int(self.np_random.integers(len(actions)))]
         if draw < 0.8:
             return f"\\boxed{{{action}}}"
-        item = self.world.goal
-        junk = [f"get 0 {item}", f"get 1 {item}", f"craft 1 {item} using 1 nothing", "mine", action]
-        return (
-            junk[int(self.np_random.integers(len(junk)))] if draw < 0.9 else f"\\boxed{{{junk[0]}}}"
-        )
+        if draw >= 0.95:
+            return action
+        goal = self.world.goal
+        junk = [f"get 0 {goal}", f"get 1 {goal}", f"craft 1 {goal} using 1 nothing", "mine"]
+        return f"\\boxed{{{junk[int(self.np_random.integers(len(junk)))]}}}"
 
     def _episode_state(self) -> dict[str, Any]:
         """For `get_state()`: the world and the inventory (fresh, JSON-like)."""
