@@ -18,6 +18,12 @@ through the rollout_func and TRL's own scoring step, and checks the advantages):
 
     python recipes/train_trl.py --dry-run
 
+Horizon curriculum (AgentGym-RL's ScalingInter-RL): ``--horizon-schedule 5,10,15
+--horizon-every 100`` caps episodes at 5 turns for training steps 0..99, 10 for 100..199
+and 15 from step 200 on (each env is wrapped in ``HorizonSchedule``, which the rollout_func
+gives the trainer's ``global_step``; it replaces ``--max-turns``), e.g. on
+``--env-id world:Crafting-v0``.
+
 Defaults follow the GEM paper (Appendix F): gamma 0.9 for games, lr 1e-6, no weight decay,
 grad clip 1.0, constant lr, clip 0.2, no KL, temperature 1.0.
 """
@@ -34,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from xpgym.core.cli import parse_dataclass_args
+from xpgym.core.wrappers.limits import PiecewiseTurnSchedule
 
 ALGORITHMS = ("rebn", "reinforce", "grpo")
 
@@ -48,7 +55,9 @@ class Args:
     num_generations: int = 4  # episodes per task (the GRPO group)
     lr: float = 1e-6
     max_steps: int = 500
-    max_turns: int = 10
+    max_turns: int = 10  # unused with --horizon-schedule
+    horizon_schedule: str = ""  # turn caps by phase, e.g. "5,10,15" (ScalingInter-RL)
+    horizon_every: int = 100  # training steps per phase of --horizon-schedule
     max_new_tokens: int = 512  # per turn
     max_completion_length: int = 4096  # every token after the first prompt, env tokens too
     num_tasks: int = 4096
@@ -57,7 +66,32 @@ class Args:
     dry_run: bool = False
 
 
+def horizon_schedule(args: Args) -> PiecewiseTurnSchedule | None:
+    """The turn cap by training step of ``--horizon-schedule`` and ``--horizon-every``
+    (None without the flag): cap ``k`` of the list holds for steps ``k * every`` to
+    ``(k + 1) * every - 1``, the last one from then on.
+
+    Raises:
+        SystemExit: the caps are not comma-separated positive ints, or ``--horizon-every``
+            is not a positive int.
+    """
+    if not args.horizon_schedule:
+        return None
+    try:
+        caps = [int(cap) for cap in args.horizon_schedule.split(",")]
+        if args.horizon_every < 1:
+            raise ValueError(f"--horizon-every must be >= 1, got {args.horizon_every}")
+        bounds = [args.horizon_every * k for k in range(1, len(caps))]
+        return PiecewiseTurnSchedule(caps, boundaries=bounds)
+    except ValueError as error:
+        raise SystemExit(
+            f"--horizon-schedule takes turn caps such as 5,10,15, got "
+            f"{args.horizon_schedule!r}: {error}"
+        ) from None
+
+
 def check_args(args: Args) -> None:
+    horizon_schedule(args)
     if args.algorithm not in ALGORITHMS:
         raise SystemExit(f"--algorithm must be one of {ALGORITHMS}, got {args.algorithm!r}")
     if args.batch_size % args.num_generations:
@@ -91,16 +125,26 @@ def grpo_config(args: Args, out_dir: Path, **overrides: Any) -> Any:
     return GRPOConfig(**{**settings, **overrides})
 
 
+def rollout_func(args: Args) -> Any:
+    """The adapter's ``rollout_func`` for this run: envs under `horizon_schedule` (TRL's
+    ``global_step`` picks the cap) with ``--horizon-schedule``, else episodes cut at
+    ``--max-turns``."""
+    from xpgym.adapters.trl import make_rollout_func
+
+    horizon = horizon_schedule(args)
+    return make_rollout_func(
+        max_new_tokens=args.max_new_tokens,
+        max_turns=args.max_turns if horizon is None else None,
+        horizon=horizon,
+        seed=args.seed,
+    )
+
+
 def build_trainer(args: Args, model: Any, tokenizer: Any, config: Any) -> Any:
     """TRL's ``GRPOTrainer`` (``grpo``) or xpgym's ``TurnCreditGRPOTrainer`` over the env."""
     from trl import GRPOTrainer
 
-    from xpgym.adapters.trl import (
-        TurnCreditGRPOTrainer,
-        episode_reward,
-        make_rollout_func,
-        task_dataset,
-    )
+    from xpgym.adapters.trl import TurnCreditGRPOTrainer, episode_reward, task_dataset
     from xpgym.core.episode_runner import make_tasks
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
@@ -110,9 +154,7 @@ def build_trainer(args: Args, model: Any, tokenizer: Any, config: Any) -> Any:
         "reward_funcs": episode_reward,
         "args": config,
         "train_dataset": task_dataset(make_tasks(args.env_id, args.num_tasks, seed=args.seed)),
-        "rollout_func": make_rollout_func(
-            max_new_tokens=args.max_new_tokens, max_turns=args.max_turns, seed=args.seed
-        ),
+        "rollout_func": rollout_func(args),
     }
     if args.algorithm == "grpo":
         return GRPOTrainer(**common)

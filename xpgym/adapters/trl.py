@@ -85,6 +85,7 @@ from xpgym.core.episode_runner import (  # noqa: E402
 from xpgym.core.layouts import episode_rows  # noqa: E402
 from xpgym.core.policies.hf import HFPolicy  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
+from xpgym.core.wrappers.limits import HorizonSchedule  # noqa: E402
 
 __all__ = [
     "RolloutFunc",
@@ -189,6 +190,7 @@ def make_rollout_func(
     *,
     max_new_tokens: int,
     max_turns: int | None = None,
+    horizon: Callable[[int], int] | None = None,
     system_prompt: str | None = None,
     seed: int = 0,
 ) -> RolloutFunc:
@@ -206,6 +208,10 @@ def make_rollout_func(
     Args:
         max_new_tokens: Per-turn token budget.
         max_turns: End an episode after this many turns (None: the env ends it).
+        horizon: A turn schedule (training step -> turn cap, e.g. ScalingInter-RL's
+            `PiecewiseTurnSchedule` 5 -> 10 -> 15): every env is wrapped in `HorizonSchedule`
+            and an episode's cap is ``horizon(trainer.state.global_step)`` at its start (the
+            env's own limit and `max_turns` still apply).
         system_prompt: Prepended as a system message (see `run_episode`).
         seed: Base of the sampling seeds: generation batch ``k`` on process ``p`` samples
             with seeds derived from ``(seed, k, p)``.
@@ -213,13 +219,14 @@ def make_rollout_func(
     Returns:
         ``rollout_func(prompts, trainer) -> dict`` (`to_rollout_output` of the episodes).
     """
-    pool = task_env_pool()
+    pool = task_env_pool(None if horizon is None else lambda env: HorizonSchedule(env, horizon))
 
     def rollout_func(prompts: list[str], trainer: GRPOTrainer) -> dict[str, Any]:
+        step = int(trainer.state.global_step)
         tasks = [EpisodeTask.from_json(prompt) for prompt in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model)
         tokenizer = trainer.processing_class
-        entropy = [seed, trainer.state.global_step, trainer.accelerator.process_index]
+        entropy = [seed, step, trainer.accelerator.process_index]
         policy = HFPolicy(
             model,
             tokenizer,
@@ -232,6 +239,8 @@ def make_rollout_func(
 
         async def play(task: EpisodeTask) -> Episode:
             env = pool.acquire(task)
+            if horizon is not None:
+                env.set_training_step(step)  # HorizonSchedule: the cap of this episode
             try:
                 return await run_episode(
                     env,

@@ -46,7 +46,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -162,14 +162,20 @@ def make_tasks(
     ]
 
 
-def task_env_pool() -> EnvPool[EpisodeTask, Env]:
+def task_env_pool(wrap: Callable[[Env], Env] | None = None) -> EnvPool[EpisodeTask, Env]:
     """An `EnvPool` for `EpisodeTask`s: envs are shared by tasks of the same env id and kwargs.
 
     Trainers build a fresh agent object per sample; making a dataset-backed env each time
     would reload its data. Every episode starts with ``reset(seed=task.seed)``, so reuse
     does not change what happens.
+
+    Args:
+        wrap: Applied to every new env (e.g. ``lambda env: HorizonSchedule(env, schedule)``;
+            the pool then hands out the wrapped env).
     """
-    return EnvPool(_make_task_env, key=_env_key)
+    if wrap is None:
+        return EnvPool(_make_task_env, key=_env_key)
+    return EnvPool(lambda task: wrap(_make_task_env(task)), key=_env_key)
 
 
 def _make_task_env(task: EpisodeTask) -> Env:

@@ -24,9 +24,11 @@ def register_envs() -> None:
         "world",
         "Crafting",
         "xpgym.envs.world.crafting:CraftingEnv",
-        "Craft a goal item through a depth-2 recipe tree from base materials; 20 turns.",
-        "Craft a goal item through a depth-1 recipe tree from base materials; 10 turns.",
-        "Craft a goal item through a depth-4 recipe tree from base materials; 40 turns.",
+        "Craft a goal item through a depth-2 recipe tree (3 distractor recipes, 1 generic "
+        "ingredient); 20 turns.",
+        "Craft a goal item from base materials (a depth-1 recipe, 2 distractors); 10 turns.",
+        "Craft a goal item through a depth-4 recipe tree (4 distractor recipes, 2 generic "
+        "ingredients); 40 turns.",
     )
     register_presets(
         "world",
