@@ -630,10 +630,10 @@ def _reach(grid: Grid, plan: list[str], name: str, room: int) -> None:
 
 def _named(grid: Grid, kind: str) -> tuple[str, int]:
     """The object or door of colour and type `kind`, and the room to reach it from."""
-    cell, name = next(
-        item for item in (*grid.objects.items(), *grid.doors.items()) if _kind_of(item[1]) == kind
-    )
-    return name, (cell[1] - 1) // 5
+    for cell, name in (*grid.objects.items(), *grid.doors.items()):
+        if _kind_of(name) == kind:
+            return name, (cell[1] - 1) // 5
+    raise _RefusedError(f"no {kind} on the map")
 
 
 def solve(grid: Grid) -> list[str] | None:
@@ -708,7 +708,7 @@ class GridWorldEnv(WorldEnv[Settings]):
         for _ in range(_TRIES):
             grid = generate(self.settings, self.np_random)
             plan = solve(grid)
-            if plan is not None and len(plan) <= self.max_turns:
+            if plan and len(plan) <= self.max_turns:  # not done already, and doable
                 break
         else:  # pragma: no cover - the presets are solvable in nearly every draw
             raise RuntimeError(f"GridWorldEnv: no solvable world in {_TRIES} draws")
