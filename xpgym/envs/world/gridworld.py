@@ -65,6 +65,7 @@ turn limit.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -174,7 +175,14 @@ class Grid:
     height: ClassVar[int] = _ROOM + 2
 
     def copy(self) -> Grid:
-        return copy.deepcopy(self)
+        """A copy whose sets and dicts are new (what commands change)."""
+        return dataclasses.replace(
+            self,
+            walls=set(self.walls),
+            doors=dict(self.doors),
+            door_states=dict(self.door_states),
+            objects=dict(self.objects),
+        )
 
     def to_state(self) -> dict[str, Any]:
         return {
@@ -226,8 +234,18 @@ class Grid:
     def in_bounds(self, cell: Cell) -> bool:
         return 0 <= cell[0] < self.height and 0 <= cell[1] < self.width
 
-    def has_key_for(self, door: str) -> bool:
-        return self.carrying is not None and _kind_of(self.carrying) == f"{door.split()[0]} key"
+    def blocks_sight(self, cell: Cell) -> bool:
+        """Walls and doors that are not open block sight; objects do not."""
+        return cell in self.walls or (
+            cell in self.doors and self.door_states[self.doors[cell]] != "open"
+        )
+
+    def can_open(self, door: str) -> bool:
+        """Whether `door` is not locked, or the agent carries a key of its colour."""
+        key = f"{door.split()[0]} key"
+        return self.door_states[door] != "locked" or (
+            self.carrying is not None and _kind_of(self.carrying) == key
+        )
 
     def what(self, cell: Cell) -> str:
         """How `cell` reads in text: ``a wall``, ``the floor``, an object or a door."""
@@ -257,8 +275,8 @@ def visible(grid: Grid) -> dict[Cell, tuple[int, int]]:
     queue = deque([grid.agent])
     while queue:
         cell = queue.popleft()
-        if cell != grid.agent and not grid.passable(cell) and cell not in grid.objects:
-            continue  # a wall or a door that is not open: seen, but hides what is behind
+        if cell != grid.agent and grid.blocks_sight(cell):
+            continue  # seen, but hides what is behind it
         for nxt in _neighbours(cell):
             if nxt in square and nxt not in seen:
                 seen[nxt] = square[nxt]
@@ -266,20 +284,18 @@ def visible(grid: Grid) -> dict[Cell, tuple[int, int]]:
     return seen
 
 
-def _shortest_path(grid: Grid, goals: dict[Cell, Any]) -> list[Cell] | None:
-    """A shortest path of passable cells from the agent to a cell of `goals` (both ends in)."""
-    parents: dict[Cell, Cell | None] = {grid.agent: None}
+def _nearest(grid: Grid, goals: dict[Cell, int]) -> Cell | None:
+    """The first cell of `goals` a breadth-first walk over passable cells from the agent
+    reaches (neighbours in `DIRECTIONS` order), or `None`."""
+    seen = {grid.agent}
     queue = deque([grid.agent])
     while queue:
         cell = queue.popleft()
         if cell in goals:
-            path = [cell]
-            while (parent := parents[path[-1]]) is not None:
-                path.append(parent)
-            return path[::-1]
+            return cell
         for nxt in _neighbours(cell):
-            if nxt not in parents and grid.passable(nxt):
-                parents[nxt] = cell
+            if nxt not in seen and grid.passable(nxt):
+                seen.add(nxt)
                 queue.append(nxt)
     return None
 
@@ -287,18 +303,18 @@ def _shortest_path(grid: Grid, goals: dict[Cell, Any]) -> list[Cell] | None:
 def _approach(grid: Grid, target: Cell) -> tuple[Cell, int] | None:
     """Where ``go to`` leaves the agent for `target`, and its facing; `None` if unreachable."""
     sides = {_ahead(target, (d + 2) % 4): d for d in range(4)}
-    path = _shortest_path(grid, {cell: d for cell, d in sides.items() if grid.passable(cell)})
-    return None if path is None else (path[-1], sides[path[-1]])
+    spot = _nearest(grid, {cell: d for cell, d in sides.items() if grid.passable(cell)})
+    return None if spot is None else (spot, sides[spot])
 
 
 def _crossing(grid: Grid, door: Cell) -> tuple[Cell, int] | None:
-    """Where going through `door` leaves the agent, and its facing; `None` if impossible."""
+    """Where going through `door` (opened if shut) leaves the agent, and its facing: the
+    cell beyond it from the nearest side whose far cell is free; `None` if there is none."""
+    opened = copy.copy(grid)
+    opened.door_states = {**grid.door_states, grid.doors[door]: "open"}
     sides = {_ahead(door, (d + 2) % 4): d for d in range(4) if grid.passable(_ahead(door, d))}
-    path = _shortest_path(grid, {cell: d for cell, d in sides.items() if grid.passable(cell)})
-    if path is None:
-        return None
-    facing = sides[path[-1]]
-    return _ahead(door, facing), facing
+    spot = _nearest(opened, {cell: d for cell, d in sides.items() if grid.passable(cell)})
+    return None if spot is None else (_ahead(door, sides[spot]), sides[spot])
 
 
 # ------------------------------------------------------------------------------ commands
@@ -356,8 +372,8 @@ def _drop(grid: Grid) -> str:
     return f"You drop {grid.objects[grid.front]}."
 
 
-def _check_unlockable(grid: Grid, door: str) -> None:
-    if grid.door_states[door] == "locked" and not grid.has_key_for(door):
+def _check_can_open(grid: Grid, door: str) -> None:
+    if not grid.can_open(door):
         raise _RefusedError(f"{door} is locked: you need to carry a {door.split()[0]} key.")
 
 
@@ -365,7 +381,7 @@ def _toggle(grid: Grid) -> str:
     door = grid.doors.get(grid.front)
     if door is None:
         raise _RefusedError("There is no door in front of you to toggle.")
-    _check_unlockable(grid, door)
+    _check_can_open(grid, door)
     state = grid.door_states[door]
     grid.door_states[door] = "closed" if state == "open" else "open"
     verb = {"open": "close", "closed": "open", "locked": "unlock and open"}[state]
@@ -381,12 +397,11 @@ def _go_through(grid: Grid, door: str, toggle_first: bool) -> str:
         raise _RefusedError(f"{door} is already open: use go through {door}.")
     if not toggle_first and state != "open":
         raise _RefusedError(f"{door} is {state}: use toggle and go through {door}.")
-    _check_unlockable(grid, door)
-    grid.door_states[door] = "open"  # (already open without toggle_first)
+    _check_can_open(grid, door)
     landing = _crossing(grid, cell)
     if landing is None:
-        grid.door_states[door] = state
         raise _RefusedError(f"You cannot get through {door}: the way is blocked.")
+    grid.door_states[door] = "open"
     grid.agent, grid.facing = landing
     return f"You {'open and ' if toggle_first else ''}go through {door}."
 
@@ -438,21 +453,11 @@ def admissible(grid: Grid) -> list[str]:
         actions.append(f"pick up {grid.objects[grid.front]}")
     if grid.carrying is not None and grid.empty_floor(grid.front):
         actions.append("drop")
-    front_door = grid.doors.get(grid.front)
-    if front_door is not None and (
-        grid.door_states[front_door] != "locked" or grid.has_key_for(front_door)
-    ):
+    if grid.front in grid.doors and grid.can_open(grid.doors[grid.front]):
         actions.append("toggle")
     for name, cell in things:
-        if cell not in grid.doors:
-            continue
-        state = grid.door_states[name]
-        if state == "locked" and not grid.has_key_for(name):
-            continue
-        opened = copy.copy(grid)
-        opened.door_states = {**grid.door_states, name: "open"}
-        if _crossing(opened, cell) is not None:
-            verb = "go through" if state == "open" else "toggle and go through"
+        if cell in grid.doors and grid.can_open(name) and _crossing(grid, cell) is not None:
+            verb = "go through" if grid.door_states[name] == "open" else "toggle and go through"
             actions.append(f"{verb} {name}")
     return actions
 
