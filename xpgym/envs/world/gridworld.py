@@ -614,67 +614,67 @@ def _walk(grid: Grid, plan: list[str], goal: Callable[[Grid], bool]) -> None:
     raise _RefusedError("no walk reaches the goal")
 
 
-def _reach(grid: Grid, plan: list[str], name: str, room: int) -> None:
-    """Cross doors into `room`, then turn until `name` is seen and go to it."""
-    while (here := (grid.agent[1] - 1) // 5) != room:
-        wall = 5 * (here + 1) if room > here else 5 * here
-        door = next(cell for cell in grid.doors if cell[1] == wall)
+def _find(grid: Grid, kind: str) -> tuple[Cell, str]:
+    """The cell and name of the object or door of colour and type `kind` on the map."""
+    for cell, name in (*grid.objects.items(), *grid.doors.items()):
+        if _kind_of(name) == kind:
+            return cell, name
+    raise _RefusedError(f"no {kind} on the map")
+
+
+def _reach(grid: Grid, plan: list[str], kind: str) -> None:
+    """Cross doors into the room of the `kind` thing (a door: the room west of it), turn
+    until it is seen and go to it."""
+    cell, name = _find(grid, kind)
+    while (here := (grid.agent[1] - 1) // 5) != (room := (cell[1] - 1) // 5):
+        door = next(door for door in grid.doors if door[1] == 5 * (here + (room > here)))
         _walk(grid, plan, lambda probe, door=door: door in visible(probe))
-        verb = (
-            "go through"
-            if grid.door_states[grid.doors[door]] == "open"
-            else "toggle and go through"
-        )
-        _do(grid, plan, f"{verb} {grid.doors[door]}")
-    cell = grid.locate(name)
-    assert cell is not None
+        shut = grid.door_states[grid.doors[door]] != "open"
+        _do(grid, plan, f"{'toggle and ' if shut else ''}go through {grid.doors[door]}")
     _walk(grid, plan, lambda probe: cell in visible(probe))
     if grid.front != cell:
         _do(grid, plan, f"go to {name}")
 
 
-def _named(grid: Grid, kind: str) -> tuple[str, int]:
-    """The object or door of colour and type `kind`, and the room to reach it from."""
-    for cell, name in (*grid.objects.items(), *grid.doors.items()):
-        if _kind_of(name) == kind:
-            return name, (cell[1] - 1) // 5
-    raise _RefusedError(f"no {kind} on the map")
+def _out_of_the_way(grid: Grid) -> bool:
+    """Whether the cell in front is empty floor beside no door (a place to leave a key)."""
+    return grid.empty_floor(grid.front) and not any(
+        cell in grid.doors for cell in _neighbours(grid.front)
+    )
+
+
+def _unlock(grid: Grid, plan: list[str], door: str) -> None:
+    """Fetch the key of the locked `door`, unlock it, and leave the key out of the way."""
+    _reach(grid, plan, _kind_of(door).replace("door", "key"))
+    _do(grid, plan, f"pick up {grid.objects[grid.front]}")
+    _reach(grid, plan, _kind_of(door))
+    _do(grid, plan, "toggle")
+    _walk(grid, plan, _out_of_the_way)
+    _do(grid, plan, "drop")
 
 
 def solve(grid: Grid) -> list[str] | None:
     """Commands that complete `grid.mission` from `grid` (left unchanged), or `None`.
 
-    A plan of sub-goals over the true map: fetch the key and unlock a locked door first,
-    then reach each named thing (turning until it is seen, crossing doors on the way) and
-    act on it; putting next to an object ends with a short walk to a free cell beside it.
+    A plan of sub-goals over the true map: for a put-next mission, first unlock every
+    locked door; then reach each named thing (crossing doors on the way, turning until it
+    is seen, going to it) and act on it; a put-next ends with a breadth-first walk to face
+    an empty cell beside the other object, and a drop.
     """
     grid, plan = grid.copy(), []
     verb, target, other = grid.mission
     try:
         if verb == "put":
-            for door, state in list(grid.door_states.items()):
-                if state == "locked":
-                    _reach(grid, plan, *_named(grid, _kind_of(door).replace("door", "key")))
-                    _do(grid, plan, f"pick up {grid.objects[grid.front]}")
-                    _reach(grid, plan, *_named(grid, _kind_of(door)))
-                    _do(grid, plan, "toggle")
-                    _walk(
-                        grid,
-                        plan,
-                        lambda g: (
-                            g.empty_floor(g.front)
-                            and not any(n in g.doors for n in _neighbours(g.front))
-                        ),
-                    )
-                    _do(grid, plan, "drop")
-        _reach(grid, plan, *_named(grid, target))
+            for door in [door for door, state in grid.door_states.items() if state == "locked"]:
+                _unlock(grid, plan, door)
+        _reach(grid, plan, target)
         if verb in ("pick up", "put"):
             _do(grid, plan, f"pick up {grid.objects[grid.front]}")
-        if verb == "open":
+        elif verb == "open":
             _do(grid, plan, "toggle")
         if verb == "put":
-            beside = grid.locate(_named(grid, other)[0])
-            _reach(grid, plan, *_named(grid, other))
+            _reach(grid, plan, other)
+            beside = grid.front
             _walk(grid, plan, lambda g: g.empty_floor(g.front) and beside in _neighbours(g.front))
             _do(grid, plan, "drop")
     except _RefusedError:
