@@ -149,8 +149,10 @@ def _ahead(cell: Cell, facing: int, times: int = 1) -> Cell:
     return cell[0] + dr * times, cell[1] + dc * times
 
 
-def _neighbours(cell: Cell) -> list[Cell]:
-    return [_ahead(cell, facing) for facing in range(4)]
+def _neighbours(cell: Cell) -> tuple[Cell, Cell, Cell, Cell]:
+    """The four cells beside `cell`, in `DIRECTIONS` order (a hot path: written out)."""
+    r, c = cell
+    return (r - 1, c), (r, c + 1), (r + 1, c), (r, c - 1)
 
 
 @dataclass
@@ -284,26 +286,29 @@ def visible(grid: Grid) -> dict[Cell, tuple[int, int]]:
     return seen
 
 
-def _nearest(grid: Grid, goals: dict[Cell, int]) -> Cell | None:
-    """The first cell of `goals` a breadth-first walk over passable cells from the agent
-    reaches (neighbours in `DIRECTIONS` order), or `None`."""
-    seen = {grid.agent}
+def _walk_order(grid: Grid) -> dict[Cell, int]:
+    """The cells the agent can walk to, numbered in breadth-first order from its own cell
+    (neighbours in `DIRECTIONS` order): a lower number is never farther."""
+    order = {grid.agent: 0}
     queue = deque([grid.agent])
     while queue:
-        cell = queue.popleft()
-        if cell in goals:
-            return cell
-        for nxt in _neighbours(cell):
-            if nxt not in seen and grid.passable(nxt):
-                seen.add(nxt)
+        for nxt in _neighbours(queue.popleft()):
+            if nxt not in order and grid.passable(nxt):
+                order[nxt] = len(order)
                 queue.append(nxt)
-    return None
+    return order
 
 
-def _approach(grid: Grid, target: Cell) -> tuple[Cell, int] | None:
-    """Where ``go to`` leaves the agent for `target`, and its facing; `None` if unreachable."""
+def _nearest(order: dict[Cell, int], goals: dict[Cell, int]) -> Cell | None:
+    """The cell of `goals` first in `order` (the nearest), or `None` if none is reachable."""
+    return min((cell for cell in goals if cell in order), key=order.__getitem__, default=None)
+
+
+def _approach(grid: Grid, target: Cell, order: dict[Cell, int]) -> tuple[Cell, int] | None:
+    """Where ``go to`` leaves the agent for `target`, and its facing; `None` if unreachable.
+    `order` is `_walk_order(grid)`."""
     sides = {_ahead(target, (d + 2) % 4): d for d in range(4)}
-    spot = _nearest(grid, {cell: d for cell, d in sides.items() if grid.passable(cell)})
+    spot = _nearest(order, sides)
     return None if spot is None else (spot, sides[spot])
 
 
@@ -313,7 +318,7 @@ def _crossing(grid: Grid, door: Cell) -> tuple[Cell, int] | None:
     opened = copy.copy(grid)
     opened.door_states = {**grid.door_states, grid.doors[door]: "open"}
     sides = {_ahead(door, (d + 2) % 4): d for d in range(4) if grid.passable(_ahead(door, d))}
-    spot = _nearest(opened, {cell: d for cell, d in sides.items() if grid.passable(cell)})
+    spot = _nearest(_walk_order(opened), sides)
     return None if spot is None else (_ahead(door, sides[spot]), sides[spot])
 
 
@@ -347,7 +352,7 @@ def _go_to(grid: Grid, name: str) -> str:
     cell = _seen_thing(grid, name)
     if grid.front == cell:
         raise _RefusedError(f"{name} is already in front of you.")
-    spot = _approach(grid, cell)
+    spot = _approach(grid, cell, _walk_order(grid))
     if spot is None:
         raise _RefusedError(f"You cannot reach {name}: the way is blocked.")
     grid.agent, grid.facing = spot
@@ -444,10 +449,11 @@ def admissible(grid: Grid) -> list[str]:
     things = sorted(
         (name, cell) for cell, name in (*grid.objects.items(), *grid.doors.items()) if cell in seen
     )
+    order = _walk_order(grid)
     actions += [
         f"go to {name}"
         for name, cell in things
-        if cell != grid.front and _approach(grid, cell) is not None
+        if cell != grid.front and _approach(grid, cell, order) is not None
     ]
     if grid.carrying is None and grid.front in grid.objects:
         actions.append(f"pick up {grid.objects[grid.front]}")
