@@ -48,18 +48,19 @@ If the last allowed turn (``turn == max_turns``) does not complete it, the episo
 truncated.
 
 Observation: after a valid command, what it did, then the view: the direction you face,
-what you carry, what is in front of you, how many cells are free in a line ahead, left and
-right, and every seen object and door (sorted by distance) with its offset (``2 ahead,
+what you carry, what is in front of you, how many cells you could walk in a line ahead (up
+to 6), left and right (up to 3; an open door counts), and every seen object and door (sorted by distance) with its offset (``2 ahead,
 1 left``) and a door's state. ``info``: the keys of `xpgym.envs.world.common` (``turn``,
 ``correct``, ``invalid_action``, ``parsed_action``, ``available_actions``).
 
 Presets (`DIFFICULTIES`): ``"easy"`` one room, go to an object among 3, 10 turns; default
-(no difficulty) two rooms joined by a closed door, 5 objects, a go to, pick up or open
-mission, 20 turns; ``"hard"`` three rooms, the first door closed and the second locked, its
-key in the middle room, 7 objects, a put-next mission with one of its objects behind the
-locked door, 40 turns; ``"random"`` draws easy or hard at every reset. Every generated
-world is checked with `solve` (same commands), and drawn again until its solution fits the
-turn limit.
+(no difficulty) two rooms joined by a closed door, 2 objects per room besides the target
+(which lies in either room), a go to, pick up or open mission, 20 turns; ``"hard"`` three
+rooms, the first door closed and the second locked, its key in the middle room, 2 objects
+per room besides the key and the two of a put-next mission, one of which lies behind the
+locked door, 40 turns; ``"random"`` draws easy or hard at every reset. The agent starts in
+the first room. Every generated world is checked with `solve` (same commands) and drawn
+again while it is solved already or its solution does not fit the turn limit.
 """
 
 from __future__ import annotations
