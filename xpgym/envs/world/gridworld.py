@@ -49,9 +49,10 @@ truncated.
 
 Observation: after a valid command, what it did, then the view: the direction you face,
 what you carry, what is in front of you, how many cells you could walk in a line ahead (up
-to 6), left and right (up to 3; an open door counts), and every seen object and door (sorted by distance) with its offset (``2 ahead,
-1 left``) and a door's state. ``info``: the keys of `xpgym.envs.world.common` (``turn``,
-``correct``, ``invalid_action``, ``parsed_action``, ``available_actions``).
+to 6), left and right (up to 3; an open door counts), and every seen object and door
+(sorted by distance) with its offset (``2 ahead, 1 left``) and a door's state; after an
+invalid one, why it was refused. ``info``: the keys of `xpgym.envs.world.common`
+(``turn``, ``correct``, ``invalid_action``, ``parsed_action``, ``available_actions``).
 
 Presets (`DIFFICULTIES`): ``"easy"`` one room, go to an object among 3, 10 turns; default
 (no difficulty) two rooms joined by a closed door, 2 objects per room besides the target
@@ -707,6 +708,7 @@ class GridWorldEnv(WorldEnv[Settings]):
     """
 
     metadata: ClassVar[dict[str, Any]] = {"multi_turn": True}
+    grid: Grid
 
     def __init__(self, difficulty: str | None = None) -> None:
         super().__init__(difficulty, resolve_presets(difficulty, DIFFICULTIES, _DEFAULT))
