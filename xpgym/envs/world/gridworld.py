@@ -525,24 +525,24 @@ def _room_cells(room: int) -> list[Cell]:
     return [(r, 5 * room + c) for r in range(1, _ROOM + 1) for c in range(1, _ROOM + 1)]
 
 
-def _draw_kind(rng: np.random.Generator, excluded: set[str], kinds: tuple[str, ...]) -> str:
+def _draw_kind(rng: np.random.Generator, excluded: set[str]) -> str:
+    """A colour and type of object (``"red ball"``) not in `excluded`."""
     while True:
-        kind = f"{COLORS[rng.integers(len(COLORS))]} {kinds[rng.integers(len(kinds))]}"
+        kind = f"{COLORS[rng.integers(len(COLORS))]} {KINDS[rng.integers(len(KINDS))]}"
         if kind not in excluded:
             return kind
 
 
-def _draw_mission(settings: Settings, rng: np.random.Generator, doors: list[str]) -> Mission:
-    if settings.rooms == 1:
-        return Mission("go to", _draw_kind(rng, set(), KINDS))
-    if settings.rooms == 2:
+def _draw_mission(rooms: int, rng: np.random.Generator, doors: list[str]) -> Mission:
+    """One room: go to; two: go to, pick up or open; three: put next to (module docstring)."""
+    if rooms == 1:
+        return Mission("go to", _draw_kind(rng, set()))
+    if rooms == 2:
         verb = ("go to", "pick up", "open")[rng.integers(3)]
-        return Mission(
-            verb, _kind_of(doors[0]) if verb == "open" else _draw_kind(rng, set(), KINDS)
-        )
+        return Mission(verb, _kind_of(doors[0]) if verb == "open" else _draw_kind(rng, set()))
     key = _kind_of(doors[-1]).replace("door", "key")
-    target = _draw_kind(rng, {key}, KINDS)
-    return Mission("put", target, _draw_kind(rng, {key, target}, KINDS))
+    target = _draw_kind(rng, {key})
+    return Mission("put", target, _draw_kind(rng, {key, target}))
 
 
 def generate(settings: Settings, rng: np.random.Generator) -> Grid:
@@ -551,32 +551,32 @@ def generate(settings: Settings, rng: np.random.Generator) -> Grid:
     walls = {(r, c) for r in range(Grid.height) for c in range(width)}
     walls -= {cell for room in range(settings.rooms) for cell in _room_cells(room)}
     colours = rng.permutation(len(COLORS))
-    doors = {(1 + int(rng.integers(_ROOM)), 5 * k): f"{COLORS[colours[k]]} door 1" for k in (1, 2)}
-    doors = {cell: name for cell, name in doors.items() if cell[1] < width - 1}
+    doors = {
+        (1 + int(rng.integers(_ROOM)), 5 * k): f"{COLORS[colours[k]]} door 1"
+        for k in range(1, settings.rooms)
+    }
     walls -= set(doors)
-    door_states = {name: "closed" for name in doors.values()}
-    last_door = doors[max(doors, key=lambda cell: cell[1])] if doors else ""
+    names = list(doors.values())  # west to east
+    door_states = dict.fromkeys(names, "closed")
     if settings.rooms == 3:
-        door_states[last_door] = "locked"
+        door_states[names[-1]] = "locked"
     near_doors = {cell for door in doors for cell in _neighbours(door)}
     free = [[c for c in _room_cells(room) if c not in near_doors] for room in range(settings.rooms)]
     agent = free[0][rng.integers(len(free[0]))]
-    mission = _draw_mission(settings, rng, list(doors.values()))
+    mission = _draw_mission(settings.rooms, rng, names)
     placements: list[tuple[str, int]] = []  # (colour and type, room)
     if mission.verb == "put":
         far = int(rng.integers(2))  # which of the two objects lies behind the locked door
         placements += [
             (mission.target, 2 if far else int(rng.integers(2))),
             (mission.other, int(rng.integers(2)) if far else 2),
-            (_kind_of(last_door).replace("door", "key"), 1),
+            (_kind_of(names[-1]).replace("door", "key"), 1),
         ]
     elif mission.verb != "open":
         placements.append((mission.target, int(rng.integers(settings.rooms))))
     excluded = {kind for kind, _ in placements} | {mission.target}
     for room in range(settings.rooms):
-        placements += [
-            (_draw_kind(rng, excluded, KINDS), room) for _ in range(settings.distractors)
-        ]
+        placements += [(_draw_kind(rng, excluded), room) for _ in range(settings.distractors)]
     objects: dict[Cell, str] = {}
     counts: dict[str, int] = {}
     for kind, room in placements:
