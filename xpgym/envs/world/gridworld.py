@@ -727,10 +727,17 @@ class GridWorldEnv(WorldEnv[Settings]):
         else:  # pragma: no cover - the presets are solvable in nearly every draw
             raise RuntimeError(f"GridWorldEnv: no solvable world in {_TRIES} draws")
         self.grid, self.solution = grid, plan
-        rooms = "one room" if self.settings.rooms == 1 else f"{self.settings.rooms} rooms"
+        rooms = self.settings.rooms
+        layout = (
+            "one room of 4x4 cells"
+            if rooms == 1
+            else (
+                f"{rooms} rooms of 4x4 cells in a row, joined by doors (open, closed or locked; a "
+                "locked door opens with a key of its colour)"
+            )
+        )
         return (
-            f"GridWorld: {rooms} of 4x4 cells in a row, joined by doors (open, closed or "
-            "locked; a locked door opens with a key of its colour). You see 6 cells ahead and "
+            f"GridWorld: {layout}. You see 6 cells ahead and "
             "3 to each side, not through walls or shut doors, and carry at most one object. "
             "Commands: turn left, turn right, move forward, go to <thing you see>, pick up "
             "<object in front>, drop, toggle (the door in front), go through <open door>, "
