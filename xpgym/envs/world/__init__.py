@@ -34,9 +34,10 @@ def register_envs() -> None:
         "world",
         "GridWorld",
         "xpgym.envs.world.gridworld:GridWorldEnv",
-        "Reach or fetch an object across two rooms joined by a closed door; 20 turns.",
+        "Go to, pick up or open a door across two rooms joined by a closed door; 20 turns.",
         "Go to an object in one room; 10 turns.",
-        "Put an object next to another across locked doors (find the key); 40 turns.",
+        "Put an object next to another across three rooms, one door locked (fetch its key); "
+        "40 turns.",
     )
     register_presets(
         "world",
