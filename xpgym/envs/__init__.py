@@ -6,7 +6,17 @@ so importing this package imports no env module.
 
 from __future__ import annotations
 
-from xpgym.envs import code, games, math, multiagent, qa, reasoning_gym, terminal, vision
+from xpgym.envs import (
+    code,
+    games,
+    math,
+    multiagent,
+    qa,
+    reasoning_gym,
+    terminal,
+    toolgym,
+    vision,
+)
 
 _registered = False
 
@@ -25,3 +35,4 @@ def register_builtin_envs() -> None:
     terminal.register_envs()
     qa.register_envs()
     reasoning_gym.register_envs()
+    toolgym.register_envs()
