@@ -40,6 +40,48 @@ _ENVS_F: tuple[EnvEntry, ...] = (
         "Closest element to K in a hidden sorted list of 64-128 ints, by look-ups.",
         "Closest element to K in a hidden sorted list of 10k-50k ints, by look-ups.",
     ),
+    EnvEntry(
+        "ModeFinding",
+        f"{_PACKAGE}.mode_finding:ModeFindingEnv",
+        "Mode of a hidden list of 20-40 ints, counted with counter tools.",
+        "Mode of a hidden list of 5-10 ints, counted with counter tools.",
+        "Mode of a hidden list of 80-120 ints, counted with counter tools.",
+    ),
+    EnvEntry(
+        "EditDistance",
+        f"{_PACKAGE}.edit_distance:EditDistanceEnv",
+        "Edit distance of two hidden 4-6 letter strings, filling a DP table by tools.",
+        "Edit distance of two hidden 2-3 letter strings, filling a DP table by tools.",
+        "Edit distance of two hidden 7-9 letter strings, filling a DP table by tools.",
+    ),
+    EnvEntry(
+        "LargestRectangle",
+        f"{_PACKAGE}.largest_rectangle:LargestRectangleEnv",
+        "Largest rectangle in a hidden histogram of 10-20 bars, with stack tools.",
+        "Largest rectangle in a hidden histogram of 3-5 bars, with stack tools.",
+        "Largest rectangle in a hidden histogram of 40-60 bars, with stack tools.",
+    ),
+    EnvEntry(
+        "TwoSum",
+        f"{_PACKAGE}.two_sum:TwoSumEnv",
+        "Two positions of a hidden 12-25 int list summing to a target, with a hash map.",
+        "Two positions of a hidden 4-6 int list summing to a target, with a hash map.",
+        "Two positions of a hidden 45-60 int list summing to a target, with a hash map.",
+    ),
+    EnvEntry(
+        "MaxSubarray",
+        f"{_PACKAGE}.max_subarray:MaxSubarrayEnv",
+        "Maximum subarray sum of a hidden list of 15-30 ints, with Kadane's tools.",
+        "Maximum subarray sum of a hidden list of 3-5 ints, with Kadane's tools.",
+        "Maximum subarray sum of a hidden list of 60-80 ints, with Kadane's tools.",
+    ),
+    EnvEntry(
+        "BalancedBrackets",
+        f"{_PACKAGE}.balanced_brackets:BalancedBracketsEnv",
+        "Where a hidden 20-40 bracket text stops being balanced, with stack tools.",
+        "Where a hidden 4-8 bracket text stops being balanced, with stack tools.",
+        "Where a hidden 60-80 bracket text stops being balanced, with stack tools.",
+    ),
 )
 
 # Brief G's envs (added on this template).
