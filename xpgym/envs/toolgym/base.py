@@ -315,6 +315,8 @@ class ToolGymEnv(Env[str]):
         config: This episode's task config (read-only for tools).
         state: The working state the tools read and change (JSON-like dict).
         tool_calls: Calls made this episode (valid or not).
+        answer_correct: Whether this episode's ``Done`` answer was right; `None` before
+            ``Done``.
         tools: ``{tool name: function schema}`` (class attribute, in prompt order).
 
     Raises:
@@ -385,6 +387,7 @@ class ToolGymEnv(Env[str]):
         self.config: dict[str, Any] = {}
         self.state: dict[str, Any] = {}
         self.tool_calls = 0
+        self.answer_correct: bool | None = None
         self.episode_difficulty: str | None = None
         self._oracle_actions: list[str] | None = None
 
@@ -490,6 +493,7 @@ class ToolGymEnv(Env[str]):
         self.config = self._config_from(options)
         self.state = self.initial_state(self.config)
         self.tool_calls = 0
+        self.answer_correct = None
         info = {
             "tools": list(self.tools.values()),
             "task": self.task_string(),
@@ -544,7 +548,7 @@ class ToolGymEnv(Env[str]):
             info["tool"] = call.name
             if call.name == "Done":
                 correct = self.check_answer(call.arguments["answer"])
-                info["correct"] = correct
+                info["correct"] = self.answer_correct = correct
                 info["reference_answer"] = self.reference_answer()
                 reward, terminated = (1.0 if correct else 0.0), True
                 observation = self.done(call.arguments["answer"])
@@ -673,6 +677,7 @@ class ToolGymEnv(Env[str]):
             "config": copy.deepcopy(self.config),
             "state": copy.deepcopy(self.state),
             "tool_calls": self.tool_calls,
+            "answer_correct": self.answer_correct,
             "episode_difficulty": self.episode_difficulty,
             "rng": self.np_random.bit_generator.state,
         }
@@ -682,6 +687,7 @@ class ToolGymEnv(Env[str]):
         self.config = copy.deepcopy(state["config"])
         self.state = copy.deepcopy(state["state"])
         self.tool_calls = state["tool_calls"]
+        self.answer_correct = state["answer_correct"]
         self.episode_difficulty = state["episode_difficulty"]
         self.np_random.bit_generator.state = state["rng"]
 
