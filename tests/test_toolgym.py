@@ -22,6 +22,9 @@ from xpgym.envs.toolgym.base import (
     ToolError,
     ToolGymEnv,
     canonical_answer,
+    check_int_list,
+    draw_length,
+    item_at,
     parse_task_string,
     parse_tool_call,
     toolgym_tool,
@@ -208,6 +211,24 @@ def test_parse_tool_call_reads_the_first_call_of_tool_call_blocks():
     assert (parsed.name, parsed.arguments, parsed.error) == ("A", {"x": 1}, None)
 
 
+def test_helpers_for_env_authors():
+    assert item_at([4, 5], 1) == "5"
+    assert item_at("ab", 0) == '"a"'
+    with pytest.raises(ToolError, match=r"position -1 is out of range 0\.\.1"):
+        item_at([4, 5], -1, what="position")
+    check_int_list([0, 3], "xs", minimum=0)
+    for bad, message in [
+        ([], r"list of 1\.\.100000 ints"),
+        ([1, True], "only ints"),
+        ([1, -2], "ints >= 0"),
+        ("12", "list of"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            check_int_list(bad, "xs", minimum=0)
+    rng = np.random.default_rng(0)
+    assert {draw_length(rng, (2, 4)) for _ in range(200)} == {2, 3, 4}
+
+
 # ----- template: Done, cap --------------------------------------------------------------------
 
 
@@ -341,8 +362,8 @@ def test_task_strings_round_trip_through_reset_options():
         ("ClosestToK@[1, 2]", "must be a JSON object"),
         ('ClosestToK@{"k": 3}', "bad task config: KeyError"),
         ('ClosestToK@{"numbers": [3, 1], "k": 3}', "sorted ascending"),
-        ('ClosestToK@{"numbers": [], "k": 3}', "non-empty"),
-        ('ClosestToK@{"numbers": [1.5], "k": 3}', "must be ints"),
+        ('ClosestToK@{"numbers": [], "k": 3}', "list of 1..100000 ints"),
+        ('ClosestToK@{"numbers": [1.5], "k": 3}', "must hold only ints"),
     ],
 )
 def test_invalid_task_strings_raise_value_errors_naming_the_problem(task, message):

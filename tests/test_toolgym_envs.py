@@ -311,5 +311,5 @@ def test_bad_configs_name_the_problem():
         TwoSumEnv(config={"numbers": [1], "target": 2})
     with pytest.raises(ValueError, match=r"1\.\.1000 ints"):
         MaxSubarrayEnv(config={"numbers": []})
-    with pytest.raises(ValueError, match="must be ints"):
+    with pytest.raises(ValueError, match="must hold only ints"):
         ModeFindingEnv(config={"numbers": [True]})

@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, toolgym_tool
+from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, item_at, toolgym_tool
 
 __all__ = ["PAIRS", "SIZES", "BalancedBracketsEnv", "first_unbalanced"]
 
@@ -113,10 +113,7 @@ class BalancedBracketsEnv(ToolGymEnv):
         Args:
             index: The position, 0-based (0 <= index < length).
         """
-        text = self.config["text"]
-        if not 0 <= index < len(text):
-            raise ToolError(f"index {index} is out of range 0..{len(text) - 1}")
-        return json.dumps(text[index])
+        return item_at(self.config["text"], index)
 
     @toolgym_tool
     def push_bracket(self, bracket: str) -> str:

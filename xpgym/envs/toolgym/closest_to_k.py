@@ -20,7 +20,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, toolgym_tool
+from xpgym.envs.toolgym.base import (
+    ToolGymEnv,
+    check_int_list,
+    draw_length,
+    item_at,
+    toolgym_tool,
+)
 
 __all__ = ["SIZES", "ClosestToKEnv"]
 
@@ -42,19 +48,16 @@ class ClosestToKEnv(ToolGymEnv):
     @classmethod
     def generate_config(cls, rng: np.random.Generator, difficulty: str) -> dict[str, Any]:
         """A sorted list of SIZES[difficulty] integers and a K within their range."""
-        low, high = SIZES[difficulty]
-        length = int(rng.integers(low, high + 1))
+        length = draw_length(rng, SIZES[difficulty])
         numbers = sorted(int(x) for x in rng.integers(-5 * length, 5 * length, size=length))
         k = int(rng.integers(-5 * length - 3, 5 * length + 3))
         return {"numbers": numbers, "k": k}
 
     def initial_state(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check the config; the state is empty (every tool only reads the config)."""
-        numbers, k = config["numbers"], config["k"]
-        if not isinstance(numbers, list) or not numbers:
-            raise ValueError("'numbers' must be a non-empty list of ints")
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in [*numbers, k]):
-            raise ValueError("'numbers' and 'k' must be ints")
+        numbers = config["numbers"]
+        check_int_list(numbers, "numbers")
+        check_int_list([config["k"]], "k")
         if any(a > b for a, b in itertools.pairwise(numbers)):
             raise ValueError("'numbers' must be sorted ascending")
         return {}
@@ -85,10 +88,7 @@ class ClosestToKEnv(ToolGymEnv):
         Args:
             index: The position, 0-based (0 <= index < length).
         """
-        numbers = self.config["numbers"]
-        if not 0 <= index < len(numbers):
-            raise ToolError(f"index {index} is out of range 0..{len(numbers) - 1}")
-        return json.dumps(numbers[index])
+        return item_at(self.config["numbers"], index)
 
     @toolgym_tool
     def distance(self, a: int, b: int) -> str:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, toolgym_tool
+from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, draw_length, toolgym_tool
 
 __all__ = ["ALPHABET", "SIZES", "EditDistanceEnv", "edit_distance"]
 
@@ -50,9 +50,8 @@ class EditDistanceEnv(ToolGymEnv):
     @classmethod
     def generate_config(cls, rng: np.random.Generator, difficulty: str) -> dict[str, Any]:
         """Two strings of SIZES[difficulty] letters from ALPHABET."""
-        low, high = SIZES[difficulty]
         source, target = (
-            "".join(rng.choice(list(ALPHABET), size=int(rng.integers(low, high + 1))))
+            "".join(rng.choice(list(ALPHABET), size=draw_length(rng, SIZES[difficulty])))
             for _ in range(2)
         )
         return {"source": source, "target": target}

@@ -19,7 +19,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, toolgym_tool
+from xpgym.envs.toolgym.base import (
+    ToolError,
+    ToolGymEnv,
+    check_int_list,
+    draw_length,
+    item_at,
+    toolgym_tool,
+)
 
 __all__ = ["SIZES", "LargestRectangleEnv", "largest_rectangle"]
 
@@ -51,17 +58,12 @@ class LargestRectangleEnv(ToolGymEnv):
     @classmethod
     def generate_config(cls, rng: np.random.Generator, difficulty: str) -> dict[str, Any]:
         """SIZES[difficulty] bars of height 0..10."""
-        low, high = SIZES[difficulty]
-        length = int(rng.integers(low, high + 1))
+        length = draw_length(rng, SIZES[difficulty])
         return {"heights": [int(h) for h in rng.integers(0, 11, size=length)]}
 
     def initial_state(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check the config; the state is the empty stack: ``{"stack": []}``."""
-        heights = config["heights"]
-        if not isinstance(heights, list) or not 1 <= len(heights) <= _MAX_BARS:
-            raise ValueError(f"'heights' must be a list of 1..{_MAX_BARS} ints")
-        if not all(isinstance(h, int) and not isinstance(h, bool) and h >= 0 for h in heights):
-            raise ValueError("'heights' must be ints >= 0")
+        check_int_list(config["heights"], "heights", max_length=_MAX_BARS, minimum=0)
         return {"stack": []}
 
     def visible(self) -> dict[str, Any]:
@@ -87,10 +89,7 @@ class LargestRectangleEnv(ToolGymEnv):
         Args:
             index: The bar, 0-based (0 <= index < length).
         """
-        heights = self.config["heights"]
-        if not 0 <= index < len(heights):
-            raise ToolError(f"index {index} is out of range 0..{len(heights) - 1}")
-        return json.dumps(heights[index])
+        return item_at(self.config["heights"], index)
 
     @toolgym_tool
     def push_to_stack(self, index: int) -> str:

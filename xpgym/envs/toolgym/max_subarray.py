@@ -18,7 +18,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, toolgym_tool
+from xpgym.envs.toolgym.base import (
+    ToolError,
+    ToolGymEnv,
+    check_int_list,
+    draw_length,
+    item_at,
+    toolgym_tool,
+)
 
 __all__ = ["SIZES", "MaxSubarrayEnv", "max_subarray_sum"]
 
@@ -46,17 +53,12 @@ class MaxSubarrayEnv(ToolGymEnv):
     @classmethod
     def generate_config(cls, rng: np.random.Generator, difficulty: str) -> dict[str, Any]:
         """SIZES[difficulty] numbers in -10..10."""
-        low, high = SIZES[difficulty]
-        length = int(rng.integers(low, high + 1))
+        length = draw_length(rng, SIZES[difficulty])
         return {"numbers": [int(x) for x in rng.integers(-10, 11, size=length)]}
 
     def initial_state(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check the config; the state is ``{"running": None, "best": None}``."""
-        numbers = config["numbers"]
-        if not isinstance(numbers, list) or not 1 <= len(numbers) <= _MAX_LENGTH:
-            raise ValueError(f"'numbers' must be a list of 1..{_MAX_LENGTH} ints")
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in numbers):
-            raise ValueError("'numbers' must be ints")
+        check_int_list(config["numbers"], "numbers", max_length=_MAX_LENGTH)
         return {"running": None, "best": None}
 
     def visible(self) -> dict[str, Any]:
@@ -81,10 +83,7 @@ class MaxSubarrayEnv(ToolGymEnv):
         Args:
             index: The position, 0-based (0 <= index < length).
         """
-        numbers = self.config["numbers"]
-        if not 0 <= index < len(numbers):
-            raise ToolError(f"index {index} is out of range 0..{len(numbers) - 1}")
-        return json.dumps(numbers[index])
+        return item_at(self.config["numbers"], index)
 
     @toolgym_tool
     def extend_or_restart(self, value: int) -> str:

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, toolgym_tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at, toolgym_tool
 
 __all__ = ["SIZES", "ModeFindingEnv"]
 
@@ -37,18 +37,13 @@ class ModeFindingEnv(ToolGymEnv):
     @classmethod
     def generate_config(cls, rng: np.random.Generator, difficulty: str) -> dict[str, Any]:
         """SIZES[difficulty] integers drawn from about length / 3 values."""
-        low, high = SIZES[difficulty]
-        length = int(rng.integers(low, high + 1))
+        length = draw_length(rng, SIZES[difficulty])
         spread = max(2, length // 3)
         return {"numbers": [int(x) for x in rng.integers(-spread, spread, size=length)]}
 
     def initial_state(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check the config; the state is the counters, empty: ``{"counters": {}}``."""
-        numbers = config["numbers"]
-        if not isinstance(numbers, list) or not numbers:
-            raise ValueError("'numbers' must be a non-empty list of ints")
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in numbers):
-            raise ValueError("'numbers' must be ints")
+        check_int_list(config["numbers"], "numbers")
         return {"counters": {}}
 
     def visible(self) -> dict[str, Any]:
@@ -75,10 +70,7 @@ class ModeFindingEnv(ToolGymEnv):
         Args:
             index: The position, 0-based (0 <= index < length).
         """
-        numbers = self.config["numbers"]
-        if not 0 <= index < len(numbers):
-            raise ToolError(f"index {index} is out of range 0..{len(numbers) - 1}")
-        return json.dumps(numbers[index])
+        return item_at(self.config["numbers"], index)
 
     @toolgym_tool
     def increment_counter(self, value: int) -> str:

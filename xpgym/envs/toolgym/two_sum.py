@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, toolgym_tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at, toolgym_tool
 
 __all__ = ["SIZES", "TwoSumEnv", "first_pair"]
 
@@ -52,8 +52,7 @@ class TwoSumEnv(ToolGymEnv):
     def generate_config(cls, rng: np.random.Generator, difficulty: str) -> dict[str, Any]:
         """SIZES[difficulty] numbers with a pair planted whose second index is in the
         second half."""
-        low, high = SIZES[difficulty]
-        length = int(rng.integers(low, high + 1))
+        length = draw_length(rng, SIZES[difficulty])
         numbers = [int(x) for x in rng.integers(-3 * length, 3 * length, size=length)]
         j = int(rng.integers(length // 2, length))
         i = int(rng.integers(0, j))
@@ -61,11 +60,8 @@ class TwoSumEnv(ToolGymEnv):
 
     def initial_state(self, config: dict[str, Any]) -> dict[str, Any]:
         """Check the config; the state is the empty map: ``{"index_of": {}}``."""
-        numbers, target = config["numbers"], config["target"]
-        if not isinstance(numbers, list) or not 2 <= len(numbers) <= _MAX_LENGTH:
-            raise ValueError(f"'numbers' must be a list of 2..{_MAX_LENGTH} ints")
-        if not all(isinstance(x, int) and not isinstance(x, bool) for x in [*numbers, target]):
-            raise ValueError("'numbers' and 'target' must be ints")
+        check_int_list(config["numbers"], "numbers", min_length=2, max_length=_MAX_LENGTH)
+        check_int_list([config["target"]], "target")
         return {"index_of": {}}
 
     def visible(self) -> dict[str, Any]:
@@ -92,10 +88,7 @@ class TwoSumEnv(ToolGymEnv):
         Args:
             index: The position, 0-based (0 <= index < length).
         """
-        numbers = self.config["numbers"]
-        if not 0 <= index < len(numbers):
-            raise ToolError(f"index {index} is out of range 0..{len(numbers) - 1}")
-        return json.dumps(numbers[index])
+        return item_at(self.config["numbers"], index)
 
     @toolgym_tool
     def subtract(self, a: int, b: int) -> str:
