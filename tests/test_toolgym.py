@@ -92,6 +92,20 @@ class CounterEnv(ToolGymEnv):
         return json.dumps(self.state["count"])
 
     @toolgym_tool
+    def spin(self) -> str:
+        """Count up until the call's deadline stops it."""
+        while True:
+            self.state["count"] += 1
+            self.check_deadline()
+            time.sleep(0.001)
+
+    @toolgym_tool
+    def interrupt(self) -> str:
+        """Add one, then raise KeyboardInterrupt."""
+        self.state["count"] += 1
+        raise KeyboardInterrupt
+
+    @toolgym_tool
     def bad_return(self) -> str:
         """Return a non-string (an env bug)."""
         return 5  # type: ignore[return-value]
@@ -121,6 +135,8 @@ def test_tools_are_collected_in_order_with_schemas_from_signatures():
         "Add",
         "AddThenFail",
         "AddSlowly",
+        "Spin",
+        "Interrupt",
         "BadReturn",
         "Done",
     ]
@@ -314,6 +330,29 @@ def test_process_call_past_its_time_limit_is_killed_and_rolled_back():
     assert "exceeded its time limit of 0.5 s" in obs
     assert env.state == {"count": 3, "log": []}
     assert env.step(call("Add", amount=1))[0] == "4"
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_check_deadline_stops_a_cooperative_tool_and_rolls_it_back(isolation):
+    env = counter(isolation=isolation, tool_timeout=0.05)
+    obs, _, _, _, info = env.step(call("Spin"))
+    assert obs == "Error: Spin exceeded its time limit of 0.05 s"
+    assert info["tool_error"] == "Spin exceeded its time limit of 0.05 s"
+    assert env.state == {"count": 3, "log": []}
+    env.check_deadline()  # outside a call: nothing to stop
+
+
+def test_check_deadline_without_a_time_limit_does_nothing():
+    env = counter()
+    env.check_deadline()
+    assert env.step(call("Add", amount=1))[0] == "4"
+
+
+def test_an_interrupt_inside_a_tool_is_rolled_back_then_propagated():
+    env = counter()
+    with pytest.raises(KeyboardInterrupt):
+        env.step(call("Interrupt"))
+    assert env.state == {"count": 3, "log": []}
 
 
 @pytest.mark.parametrize("isolation", ["inline", "process"])

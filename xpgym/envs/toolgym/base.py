@@ -92,7 +92,10 @@ observation. Two modes (``isolation=``):
   ``copy.deepcopy`` taken before it (cost: one deep copy of the state per call). On an
   exception the snapshot is put back. A timed-out call cannot be interrupted (Python threads
   cannot be killed): it runs to the end, then its effect is discarded as if it had raised.
-  So inline mode keeps the state correct but does not bound a step's latency.
+  So inline mode keeps the state correct but does not bound a step's latency, unless the
+  tool cooperates: a tool with a long loop calls ``self.check_deadline()``, which raises
+  once the call is past its limit (the call is then rolled back and reported as timed out).
+  A ``KeyboardInterrupt`` or ``SystemExit`` inside a tool is rolled back, then propagated.
 * ``"process"``: the call runs in a forked child process on its copy of the env; the child
   sends back the output and the new state (pickled), and the parent commits them. At the
   time limit the child is killed and nothing changes, so a step takes at most about
@@ -136,6 +139,7 @@ __all__ = [
     "CODEGYM_CALL_OPEN",
     "DIFFICULTIES",
     "ISOLATION_MODES",
+    "DeadlineExceededError",
     "ToolError",
     "ToolGymEnv",
     "canonical_answer",
@@ -159,6 +163,10 @@ _F = TypeVar("_F", bound=Callable[..., str])
 
 class ToolError(Exception):
     """Raised by a tool for a request it refuses (bad index, ...); the message is shown."""
+
+
+class DeadlineExceededError(ToolError):
+    """Raised by `ToolGymEnv.check_deadline` when the running call is past its time limit."""
 
 
 def _pascal_case(snake: str) -> str:
@@ -326,18 +334,27 @@ def _schema_signature(schema: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _failure(exc: BaseException) -> str:
-    """A failed call's message: a `ToolError`'s text, else ``Type: text``."""
-    return str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+def _failure(tool: str, exc: BaseException, timeout: float | None) -> str:
+    """A failed call's observation text (without the ``Error: `` prefix)."""
+    if isinstance(exc, DeadlineExceededError):
+        return _timed_out(tool, timeout)
+    reason = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
+    return f"{tool} failed: {reason}"
 
 
-def _run_in_child(env: ToolGymEnv, method: str, arguments: dict[str, Any], conn: Any) -> None:
+def _timed_out(tool: str, timeout: float | None) -> str:
+    return f"{tool} exceeded its time limit of {timeout:g} s"
+
+
+def _run_in_child(
+    env: ToolGymEnv, tool: str, method: str, arguments: dict[str, Any], conn: Any
+) -> None:
     """Body of the process-isolated call: run the tool on the child's copy, send back."""
     try:
         output = getattr(env, method)(**arguments)
         conn.send((True, output, env.state))
     except BaseException as exc:  # report anything; the parent rolls back
-        conn.send((False, _failure(exc), None))
+        conn.send((False, _failure(tool, exc, env.tool_timeout), None))
     finally:
         conn.close()
 
@@ -432,6 +449,7 @@ class ToolGymEnv(Env[str]):
         self.answer_correct: bool | None = None
         self.episode_difficulty: str | None = None
         self._oracle_actions: list[str] | None = None
+        self._deadline: float | None = None
 
     # ----- what a subclass implements ---------------------------------------------------
 
@@ -613,29 +631,47 @@ class ToolGymEnv(Env[str]):
         if self.isolation == "process":
             return self._run_in_process(tool, method, arguments)
         snapshot = copy.deepcopy(self.state)
-        started = time.monotonic()
+        self._start_deadline()
         try:
             output = getattr(self, method)(**arguments)
-        except Exception as exc:  # any tool failure is the agent's observation
+        except BaseException as exc:  # any tool failure is the agent's observation
             self.state = snapshot
-            return None, f"{tool} failed: {_failure(exc)}"
-        if self.tool_timeout is not None and time.monotonic() - started > self.tool_timeout:
+            if not isinstance(exc, Exception):
+                raise  # KeyboardInterrupt, SystemExit: rolled back, then propagated
+            return None, _failure(tool, exc, self.tool_timeout)
+        finally:
+            deadline, self._deadline = self._deadline, None
+        if deadline is not None and time.monotonic() > deadline:
             self.state = snapshot
-            return None, f"{tool} exceeded its time limit of {self.tool_timeout:g} s"
+            return None, _timed_out(tool, self.tool_timeout)
         return self._checked_output(tool, output), None
+
+    def _start_deadline(self) -> None:
+        self._deadline = None if self.tool_timeout is None else time.monotonic() + self.tool_timeout
+
+    def check_deadline(self) -> None:
+        """For a tool with a long loop: raise `DeadlineExceededError` once the running call is
+        past ``tool_timeout``, so that inline mode stops it early (it is rolled back and
+        reported like any time-out). Does nothing without a time limit or outside a call."""
+        if self._deadline is not None and time.monotonic() > self._deadline:
+            raise DeadlineExceededError(f"past the time limit of {self.tool_timeout:g} s")
 
     def _run_in_process(
         self, tool: str, method: str, arguments: dict[str, Any]
     ) -> tuple[str | None, str | None]:
         context = multiprocessing.get_context("fork")
         receiver, sender = context.Pipe(duplex=False)
-        child = context.Process(target=_run_in_child, args=(self, method, arguments, sender))
-        child.start()
+        self._start_deadline()  # the child's copy checks it in check_deadline()
+        child = context.Process(target=_run_in_child, args=(self, tool, method, arguments, sender))
+        try:
+            child.start()
+        finally:
+            self._deadline = None
         sender.close()
         try:
             if not receiver.poll(self.tool_timeout):
                 child.kill()
-                return None, f"{tool} exceeded its time limit of {self.tool_timeout:g} s"
+                return None, _timed_out(tool, self.tool_timeout)
             try:
                 ok, output, state = receiver.recv()
             except EOFError:
@@ -644,7 +680,7 @@ class ToolGymEnv(Env[str]):
             receiver.close()
             child.join()
         if not ok:
-            return None, f"{tool} failed: {output}"
+            return None, output
         output = self._checked_output(tool, output)
         self.state = state
         return output, None
