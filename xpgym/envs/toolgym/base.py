@@ -41,6 +41,10 @@ Subclass `ToolGymEnv` and give it:
   `solve()` runs it and returns the actions. CodeGym's quality filter wants 10..256 calls
   and at least 4 distinct tools (``Observe`` and ``Done`` count) on every difficulty.
 
+Helpers: `item_at` (the body of a tool that reads one item by index, with the range error),
+`check_int_list` (config checks), `draw_length` (a size from a difficulty's bounds),
+`ToolGymEnv.check_deadline` (for a tool with a long loop).
+
 Then:
 
 1. register it in ``xpgym/envs/toolgym/__init__.py``: one `EnvEntry` (name, entry point,
@@ -79,7 +83,7 @@ episode is truncated with ``info["truncated_reason"] = "max_tool_calls"``. ``inf
 every step: ``tool`` (the name called, or `None`), ``tool_calls`` (calls so far),
 ``invalid_action`` (bool), ``tool_error`` (the error of a call that raised or timed out, else
 `None`), ``output`` (the tool's return string, `None` after an error) and, after ``Done``,
-``correct`` and ``reference_answer``.
+``correct`` and ``reference_answer`` (``env.answer_correct`` keeps ``correct``).
 
 Transactions (CodeGym's trial-then-overwrite)
 ---------------------------------------------
@@ -101,7 +105,9 @@ observation. Two modes (``isolation=``):
   time limit the child is killed and nothing changes, so a step takes at most about
   `tool_timeout` seconds. Cost: a fork plus pickling the state each call (milliseconds);
   needs the ``fork`` start method (Linux, macOS), and a tool must not rely on anything but
-  ``self.state`` (changes elsewhere are lost with the child).
+  ``self.state`` (changes elsewhere are lost with the child). Give it a ``tool_timeout``:
+  without one a hung child is waited for forever (a child forked from a multi-threaded
+  process can hang on a lock another thread held at the fork).
 
 Task strings
 ------------
