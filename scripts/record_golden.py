@@ -2,6 +2,7 @@
 
     python scripts/record_golden.py ENV_ID --seed 0 --action '\\boxed{5}' --action ...
     python scripts/record_golden.py ENV_ID --seed 0 --random-actions 8
+    python scripts/record_golden.py toolgym:ID --seed 0 --oracle-actions 4 --action '...'
 
 Writes `tests/golden/<env id with ':' and '/' replaced by '__'>.json` (or `--out`).
 `tests/test_golden_transcripts.py` replays every file there and fails on any difference,
@@ -52,9 +53,20 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--action", action="append", default=[])
     parser.add_argument("--random-actions", type=int, default=0)
+    parser.add_argument(
+        "--oracle-actions",
+        type=int,
+        default=0,
+        help="start with the first N actions of the env's oracle (envs with solve())",
+    )
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
-    actions = list(args.action)
+    actions = []
+    if args.oracle_actions:
+        env = xpgym.make(args.env_id)
+        env.reset(seed=args.seed)
+        actions += env.unwrapped.solve()[: args.oracle_actions]
+    actions += args.action
     if args.random_actions:
         env = xpgym.make(args.env_id)
         env.reset(seed=args.seed)

@@ -8,6 +8,9 @@ Commands:
                               Evaluate a model on envs (see `xpgym.eval`, docs/eval.md).
     view PATH [-o OUT.html] [--tokenizer PATH]
                               Write a static HTML trajectory viewer (docs/viewer.md).
+    synth [--env GLOB] [--seeds N | --tasks FILE.jsonl] --out DIR
+                              Run the toolgym oracles and apply CodeGym's quality filters
+                              (see `xpgym.envs.toolgym.synth`).
 
 Output goes through `sys.stdout.write` (the project's lint forbids `print` in the package).
 """
@@ -59,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve_parser(commands)
     _add_eval_parser(commands)
     _add_view_parser(commands)
+    _add_synth_parser(commands)
     return parser
 
 
@@ -258,6 +262,37 @@ def _add_view_parser(commands: argparse._SubParsersAction) -> None:
     viewing.set_defaults(func=_view_command)
 
 
+def _add_synth_parser(commands: argparse._SubParsersAction) -> None:
+    synth = commands.add_parser(
+        "synth",
+        help="run the toolgym oracles and filter tasks as CodeGym does",
+        description="Run the oracle of every toolgym task (each id x N seeds, or task strings "
+        "from a JSONL file), flag tasks whose oracle makes fewer than --t-min or more than "
+        "--t-max tool calls or uses fewer than --min-tools distinct tools, and write the kept "
+        "task strings (tasks.jsonl) and a summary (summary.json) to --out. Exits 1 if an "
+        "oracle fails (an env bug).",
+    )
+    synth.add_argument(
+        "--env",
+        action="append",
+        default=None,
+        metavar="GLOB",
+        help="toolgym ids to draw tasks from (glob, repeatable; default 'toolgym:*')",
+    )
+    synth.add_argument("--seeds", type=int, default=10, help="seeds per id (default %(default)s)")
+    synth.add_argument(
+        "--tasks",
+        default=None,
+        metavar="FILE.jsonl",
+        help='read task strings (one JSON string or {"task": ...} a line) instead of drawing',
+    )
+    synth.add_argument("--out", required=True, metavar="DIR", help="output directory")
+    synth.add_argument("--t-min", type=int, default=10, help="fewest oracle calls (default 10)")
+    synth.add_argument("--t-max", type=int, default=256, help="most oracle calls (default 256)")
+    synth.add_argument("--min-tools", type=int, default=4, help="fewest distinct tools (default 4)")
+    synth.set_defaults(func=_synth_command)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with `argv` (default `sys.argv[1:]`); return the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -394,6 +429,63 @@ def _view_command(args: argparse.Namespace) -> int:
         f"{written.path.resolve().as_uri()}\n"
     )
     return 0
+
+
+def _synth_command(args: argparse.Namespace) -> int:
+    from xpgym.core.registry import list_envs
+    from xpgym.envs.toolgym import synth
+    from xpgym.eval.report import progress_bar
+
+    filters = synth.Filters(args.t_min, args.t_max, args.min_tools)
+    if args.tasks is not None:
+        try:
+            tasks: list[tuple[str, int | None, str]] = list(synth.file_tasks(args.tasks))
+        except (OSError, ValueError) as exc:
+            sys.stderr.write(f"xpgym synth: error: {exc}\n")
+            return 2
+    else:
+        patterns = args.env or ["toolgym:*"]
+        ids = [
+            env_id
+            for pattern in patterns
+            for env_id in list_envs(pattern)
+            if env_id.startswith("toolgym:")
+        ]
+        if not ids:
+            sys.stderr.write(f"xpgym synth: no toolgym ids match {patterns}\n")
+            return 2
+        tasks = list(synth.generated_tasks(dict.fromkeys(ids), args.seeds))
+    with progress_bar(len(tasks)) as advance:
+        report = synth.synthesize(
+            tasks,
+            filters,
+            on_result=lambda r: advance({"status": "failed" if r.error else "done"}),
+        )
+    tasks_path, summary_path = synth.write_report(report, args.out)
+    summary = report.summary()
+    lines = [
+        f"{'group':36} {'tasks':>5} {'kept':>5} {'drop':>5} {'fail':>4}  calls min/mean/max  tools"
+    ]
+    for name, group in summary["groups"].items():
+        calls, tools = group["oracle_calls"] or {}, group["distinct_tools"] or {}
+        lines.append(
+            f"{name:36} {group['tasks']:5} {group['kept']:5} {group['dropped']:5} "
+            f"{group['failed']:4}  {calls.get('min', '-')}/{calls.get('mean', '-')}/"
+            f"{calls.get('max', '-')}  {tools.get('min', '-')}-{tools.get('max', '-')}"
+            + (
+                f"  ({', '.join(f'{k} {v}' for k, v in group['dropped_by'].items())})"
+                if group["dropped_by"]
+                else ""
+            )
+        )
+    lines.append(
+        f"kept {summary['kept']} of {summary['tasks']} tasks; {summary['failed']} oracle "
+        f"failures; wrote {tasks_path} and {summary_path}"
+    )
+    sys.stdout.write("\n".join(lines) + "\n")
+    for failure in report.failures:
+        sys.stderr.write(f"oracle failed on {failure.task[:200]}: {failure.error}\n")
+    return 1 if report.failures else 0
 
 
 def _text_table(rows: list[EnvRow]) -> str:

@@ -6,7 +6,18 @@ so importing this package imports no env module.
 
 from __future__ import annotations
 
-from xpgym.envs import code, games, math, multiagent, qa, reasoning_gym, terminal, vision, world
+from xpgym.envs import (
+    code,
+    games,
+    math,
+    multiagent,
+    qa,
+    reasoning_gym,
+    terminal,
+    toolgym,
+    vision,
+    world,
+)
 
 _registered = False
 
@@ -26,3 +37,4 @@ def register_builtin_envs() -> None:
     qa.register_envs()
     reasoning_gym.register_envs()
     world.register_envs()
+    toolgym.register_envs()

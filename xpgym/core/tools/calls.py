@@ -70,6 +70,7 @@ __all__ = [
     "find_tag",
     "format_function_instructions",
     "format_tool_instructions",
+    "function_call_from_value",
     "function_schema",
     "parse_call",
     "validate_arguments",
@@ -232,7 +233,14 @@ def _decode_block(body: str, *, closed: bool) -> tuple[Any, int, str | None]:
     return value, offset + used, None
 
 
-def _function_call(value: Any, raw: str, start: int, end: int) -> FunctionCall:
+def function_call_from_value(
+    value: Any, raw: str = "", start: int = 0, end: int = 0
+) -> FunctionCall:
+    """A decoded JSON value read as one call ``{"name", "arguments" | "parameters"}``.
+
+    The rules of the ``<tool_call>`` format (see the module docstring) for a value found in
+    any wrapper. Problems are reported in `FunctionCall.error`, never raised.
+    """
     if not isinstance(value, dict):
         return FunctionCall(
             None, {}, raw, start, end, f"expected a JSON object, got {_type_name(value)}"
@@ -288,7 +296,7 @@ def find_function_calls(action: str) -> list[FunctionCall]:
         if error is not None:
             calls.append(FunctionCall(None, {}, raw, start, end, error))
         else:
-            calls.append(_function_call(value, raw, start, end))
+            calls.append(function_call_from_value(value, raw, start, end))
         if not closed:
             return calls
         pos = end
