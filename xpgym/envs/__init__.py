@@ -6,7 +6,7 @@ so importing this package imports no env module.
 
 from __future__ import annotations
 
-from xpgym.envs import code, games, math, multiagent, qa, reasoning_gym, terminal, vision
+from xpgym.envs import code, games, math, multiagent, qa, reasoning_gym, terminal, vision, world
 
 _registered = False
 
@@ -25,3 +25,4 @@ def register_builtin_envs() -> None:
     terminal.register_envs()
     qa.register_envs()
     reasoning_gym.register_envs()
+    world.register_envs()
