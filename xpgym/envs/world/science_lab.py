@@ -23,7 +23,7 @@ Commands (``<obj>`` is a thing's current name; things in the room, in its stove 
 and carried are in reach): ``look around``, ``inventory``, ``wait``, ``open door to
 <room>``, ``close door to <room>``, ``go to <room>`` (through an open door), ``pick up
 <obj>`` (a vessel or the thermometer), ``put <substance> in <vessel>`` (pour it over),
-``put <vessel> on stove`` / ``put <vessel> in freezer`` (``in`` and ``on`` both read),
+``put <vessel> on stove``, ``put <vessel> in freezer`` (other prepositions are refused),
 ``activate stove``, ``deactivate stove``, ``use thermometer on <substance>`` (carried
 thermometer: reports the temperature), ``mix <vessel>`` (its contents are exactly a
 `RECIPES` pair: they become the product, at their mean temperature), ``focus on <obj>``.
@@ -182,7 +182,7 @@ _COMMANDS: list[tuple[str, re.Pattern[str]]] = [
         ("close", r"close door to (.+)"),
         ("go", r"go to (.+)"),
         ("pick", r"pick up (.+)"),
-        ("put", r"put (.+?) (?:in|on) (.+)"),
+        ("put", r"put (.+?) (in|on) (.+)"),
         ("activate", r"activate (.+)"),
         ("deactivate", r"deactivate (.+)"),
         ("measure", r"use thermometer on (.+)"),
@@ -532,7 +532,7 @@ class ScienceLabEnv(WorldEnv[Settings]):
         self.things[key]["where"] = "inventory"
         return f"You pick up the {name}."
 
-    def _do_put(self, name: str, target: str) -> str | Outcome | None:
+    def _do_put(self, name: str, preposition: str, target: str) -> str | Outcome | None:
         key, holder = self._find(name), self._find(target)
         if key is None or holder is None:
             return None
@@ -542,6 +542,9 @@ class ScienceLabEnv(WorldEnv[Settings]):
         )
         if not fits:
             return self._refuse(f"The {name} cannot go into the {target}.")
+        wanted = "on" if holder_kind == "stove" else "in"
+        if preposition != wanted:
+            return self._refuse(f"Say: put {name} {wanted} {target}.")
         if self.things[key]["where"] == holder:
             return self._refuse(f"The {name} is already there.")
         self.things[key]["where"] = holder
