@@ -172,24 +172,28 @@ DIFFICULTIES: dict[str, Settings] = {
 
 _DEFAULT = Settings(("heat", "cool", "measure", "mix"), 2, 3, 2, 20)
 
-_COMMANDS: list[tuple[str, re.Pattern[str]]] = [
-    (name, re.compile(pattern))
-    for name, pattern in [
-        ("look", r"look around"),
-        ("inventory", r"inventory"),
-        ("wait", r"wait"),
-        ("open", r"open door to (.+)"),
-        ("close", r"close door to (.+)"),
-        ("go", r"go to (.+)"),
-        ("pick", r"pick up (.+)"),
-        ("put", r"put (.+?) (in|on) (.+)"),
-        ("activate", r"activate (.+)"),
-        ("deactivate", r"deactivate (.+)"),
-        ("measure", r"use thermometer on (.+)"),
-        ("mix", r"mix (.+)"),
-        ("focus", r"focus on (.+)"),
+# Each command: its pattern, the method that does it (with the pattern's groups, then the
+# fixed arguments). A method returns its reply, an `Outcome` (refused or ending), or `None`
+# when a name is no thing in reach (then the input matches no known action).
+_COMMANDS: list[tuple[re.Pattern[str], str, tuple[bool, ...]]] = [
+    (re.compile(pattern), method, args)
+    for pattern, method, args in [
+        (r"look around", "_describe_room", ()),
+        (r"inventory", "_inventory", ()),
+        (r"wait", "_wait", ()),
+        (r"open door to (.+)", "_set_door", (True,)),
+        (r"close door to (.+)", "_set_door", (False,)),
+        (r"go to (.+)", "_go", ()),
+        (r"pick up (.+)", "_pick_up", ()),
+        (r"put (.+?) (in|on) (.+)", "_put", ()),
+        (r"activate (.+)", "_switch", (True,)),
+        (r"deactivate (.+)", "_switch", (False,)),
+        (r"use thermometer on (.+)", "_measure", ()),
+        (r"mix (.+)", "_mix", ()),
+        (r"focus on (.+)", "_focus", ()),
     ]
 ]
+_SNAPSHOT = ("rooms", "doors", "room", "things", "task", "focused", "answered", "reading", "best")
 
 
 def state_of(species: str, temperature: int) -> str:
@@ -269,7 +273,6 @@ class ScienceLabEnv(WorldEnv[Settings]):
         used = self._make_task(vessels)
         pool = sorted(set(SUBSTANCES) - used - set(RECIPES.values()))
         for species in self.np_random.permutation(pool)[: self.settings.distractors]:
-            used.add(str(species))
             self._add_substance(str(species), vessels, ROOM_TEMPERATURE)
         self._add(vessels.pop(), self._pick(self.rooms))  # one empty vessel
         return f"{self._task_text()}\n{self._describe_room()}"
@@ -311,8 +314,7 @@ class ScienceLabEnv(WorldEnv[Settings]):
             elif kind == "mix_cool":
                 task["goal"], task["threshold"] = "solid", int(self.np_random.integers(-25, -5))
         self.task = task
-        used = {task["target"], *(task["ingredients"] or [])}
-        return {s for s in used if s in SUBSTANCES}
+        return {task["target"], *(task["ingredients"] or [])}
 
     def _task_text(self) -> str:
         task = self.task
@@ -457,16 +459,13 @@ class ScienceLabEnv(WorldEnv[Settings]):
     # ----- commands ---------------------------------------------------------------------
 
     def _execute(self, command: str) -> Outcome:
-        for name, pattern in _COMMANDS:
+        for pattern, method, args in _COMMANDS:
             found = pattern.fullmatch(command)
-            if found is None:
-                continue
-            reply = getattr(self, f"_do_{name}")(*found.groups())
-            if reply is None:
-                continue  # a name that is no thing in reach: another reading may fit
+            reply = None if found is None else getattr(self, method)(*found.groups(), *args)
             if isinstance(reply, Outcome):
                 return reply
-            return self._after(reply)
+            if reply is not None:
+                return self._after(reply)
         return Outcome(NO_MATCH, valid=False)
 
     def _after(self, reply: str, ended: bool = False) -> Outcome:
@@ -489,20 +488,11 @@ class ScienceLabEnv(WorldEnv[Settings]):
     def _find(self, name: str) -> str | None:
         return self._reachable().get(name)
 
-    def _do_look(self) -> str:
-        return self._describe_room()
-
-    def _do_inventory(self) -> str:
+    def _inventory(self) -> str:
         return f"You carry: {self._contents('inventory')}."
 
-    def _do_wait(self) -> str:
+    def _wait(self) -> str:
         return "You wait."
-
-    def _do_open(self, room: str) -> str | Outcome | None:
-        return self._set_door(room, True)
-
-    def _do_close(self, room: str) -> str | Outcome | None:
-        return self._set_door(room, False)
 
     def _set_door(self, room: str, opened: bool) -> str | Outcome | None:
         if room not in self._neighbours():
@@ -513,7 +503,7 @@ class ScienceLabEnv(WorldEnv[Settings]):
         self.doors[self._door(room)] = opened
         return f"The door to the {room} is now {verb}."
 
-    def _do_go(self, room: str) -> str | Outcome | None:
+    def _go(self, room: str) -> str | Outcome | None:
         if room not in self._neighbours():
             return None
         if not self.doors[self._door(room)]:
@@ -521,7 +511,7 @@ class ScienceLabEnv(WorldEnv[Settings]):
         self.room = room
         return self._describe_room()
 
-    def _do_pick(self, name: str) -> str | Outcome | None:
+    def _pick_up(self, name: str) -> str | Outcome | None:
         key = self._find(name)
         if key is None:
             return None
@@ -532,7 +522,7 @@ class ScienceLabEnv(WorldEnv[Settings]):
         self.things[key]["where"] = "inventory"
         return f"You pick up the {name}."
 
-    def _do_put(self, name: str, preposition: str, target: str) -> str | Outcome | None:
+    def _put(self, name: str, preposition: str, target: str) -> str | Outcome | None:
         key, holder = self._find(name), self._find(target)
         if key is None or holder is None:
             return None
@@ -550,12 +540,6 @@ class ScienceLabEnv(WorldEnv[Settings]):
         self.things[key]["where"] = holder
         return f"You move the {name} to the {target}."
 
-    def _do_activate(self, name: str) -> str | Outcome | None:
-        return self._switch(name, True)
-
-    def _do_deactivate(self, name: str) -> str | Outcome | None:
-        return self._switch(name, False)
-
     def _switch(self, name: str, on: bool) -> str | Outcome | None:
         if self._find(name) is None:
             return None
@@ -566,7 +550,7 @@ class ScienceLabEnv(WorldEnv[Settings]):
         self.things["stove"]["on"] = on
         return f"The stove is now {'on' if on else 'off'}."
 
-    def _do_measure(self, name: str) -> str | Outcome | None:
+    def _measure(self, name: str) -> str | Outcome | None:
         key = self._find(name)
         if key is None:
             return None
@@ -579,7 +563,7 @@ class ScienceLabEnv(WorldEnv[Settings]):
             self.reading = temp
         return f"The thermometer reads {temp} degrees."
 
-    def _do_mix(self, name: str) -> str | Outcome | None:
+    def _mix(self, name: str) -> str | Outcome | None:
         key = self._find(name)
         if key is None:
             return None
@@ -591,7 +575,7 @@ class ScienceLabEnv(WorldEnv[Settings]):
         self.things[product] = {"kind": "substance", "where": key, "temp": temp, "on": False}
         return f"You mix the {name}: it now holds {self.thing_name(product)}."
 
-    def _do_focus(self, name: str) -> str | Outcome | None:
+    def _focus(self, name: str) -> str | Outcome | None:
         key = self._find(name)
         if key is None:
             return None
@@ -658,26 +642,11 @@ class ScienceLabEnv(WorldEnv[Settings]):
     # ----- snapshots --------------------------------------------------------------------
 
     def _episode_state(self) -> dict[str, Any]:
-        return copy.deepcopy(
-            {
-                "rooms": self.rooms,
-                "doors": self.doors,
-                "room": self.room,
-                "things": self.things,
-                "task": self.task,
-                "focused": self.focused,
-                "answered": self.answered,
-                "reading": self.reading,
-                "best": self.best,
-            }
-        )
+        return copy.deepcopy({field: getattr(self, field) for field in _SNAPSHOT})
 
     def _restore_episode_state(self, state: dict[str, Any]) -> None:
-        fresh = copy.deepcopy(state)
-        self.rooms, self.doors, self.room = fresh["rooms"], fresh["doors"], fresh["room"]
-        self.things, self.task = fresh["things"], fresh["task"]
-        self.focused, self.answered = fresh["focused"], fresh["answered"]
-        self.reading, self.best = fresh["reading"], fresh["best"]
+        for field in _SNAPSHOT:
+            setattr(self, field, copy.deepcopy(state[field]))
 
 
 def solve(env: ScienceLabEnv) -> list[str]:
