@@ -60,7 +60,8 @@ room describes it), with the score. Info keys: `WorldEnv`'s.
 Presets (`DIFFICULTIES`): ``easy`` one room, a heat or measure task, one distractor, 12
 turns; default 2-3 rooms, any of heat / cool / measure / mix, two distractors, 20 turns;
 ``hard`` 4 rooms, ``mix_heat`` or ``mix_cool``, two distractors, 30 turns. `solve` wins
-every preset within its limit (tests check 100+ seeds each).
+every preset within its limit: its longest plans over seeds 0-4999 are 6, 12 and 24
+commands (every room is at most two doors away; a state change takes at most 3 ticks).
 """
 
 from __future__ import annotations
@@ -679,8 +680,11 @@ def solve(env: ScienceLabEnv) -> list[str]:
             do(f"pick up {key}")
 
     def wait_for(state: str, key: str) -> None:
-        while sim._state(key) != state:
+        for _ in range(sim.max_turns):
+            if sim._state(key) == state:
+                return
             do("wait")
+        raise RuntimeError(f"solve: the {key} never became {state}")
 
     task = sim.task
     kind, target = task["kind"], task["target"]
