@@ -102,6 +102,16 @@ def test_unknown_commands_and_things_match_no_action(command):
     refused(lab(), command, NO_MATCH)
 
 
+def test_help_lists_the_admissible_actions_and_lets_no_time_pass():
+    env = lab()
+    play(env, "pick up cup", "open door to kitchen", "go to kitchen", "put cup on stove")
+    play(env, "activate stove")
+    temp = env.things["water"]["temp"]
+    obs, reward, *_ = play(env, "help")
+    assert obs.startswith("Available actions: " + "; ".join(env.available_actions()) + ".")
+    assert (reward, env.things["water"]["temp"]) == (0.0, temp)
+
+
 def test_doors_open_close_and_block_the_way():
     env = lab()
     refused(env, "go to kitchen", "The door to the kitchen is closed.")
