@@ -43,7 +43,7 @@ def register_envs() -> None:
         "world",
         "ScienceLab",
         "xpgym.envs.world.science_lab:ScienceLabEnv",
-        "Heat, cool, measure or mix in a lab, with sub-goal credit; 20 turns.",
-        "One short lab task (heat or measure) with sub-goal credit; 12 turns.",
-        "Two-stage lab tasks (mix, then heat and measure) with sub-goal credit; 30 turns.",
+        "Heat, cool, measure or mix across 2-3 rooms, with sub-goal credit; 20 turns.",
+        "One short lab task (heat or measure) in one room, with sub-goal credit; 12 turns.",
+        "Mix, then boil or freeze and measure, across 4 rooms, with sub-goal credit; 30 turns.",
     )
