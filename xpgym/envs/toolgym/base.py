@@ -115,7 +115,7 @@ import copy
 import json
 import multiprocessing
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import numpy as np
@@ -139,6 +139,9 @@ __all__ = [
     "ToolError",
     "ToolGymEnv",
     "canonical_answer",
+    "check_int_list",
+    "draw_length",
+    "item_at",
     "parse_task_string",
     "parse_tool_call",
     "toolgym_tool",
@@ -216,6 +219,45 @@ def canonical_answer(value: Any) -> Any:
     if isinstance(value, dict):
         return {key: canonical_answer(item) for key, item in value.items()}
     return value
+
+
+def item_at(sequence: Sequence[Any], index: int, what: str = "index") -> str:
+    """For a tool that reads one item: ``json.dumps(sequence[index])``.
+
+    Raises:
+        ToolError: `index` is outside ``0..len(sequence) - 1`` (negative ones too), naming
+            the valid range; `what` names the argument in the message.
+    """
+    if not 0 <= index < len(sequence):
+        raise ToolError(f"{what} {index} is out of range 0..{len(sequence) - 1}")
+    return json.dumps(sequence[index])
+
+
+def check_int_list(
+    value: Any,
+    name: str,
+    *,
+    min_length: int = 1,
+    max_length: int = 100_000,
+    minimum: int | None = None,
+) -> None:
+    """For `initial_state`: check that config entry `name` is a list of ints (bools refused)
+    of length ``min_length..max_length``, each ``>= minimum`` when given.
+
+    Raises:
+        ValueError: naming the entry and the rule it breaks.
+    """
+    if not isinstance(value, list) or not min_length <= len(value) <= max_length:
+        raise ValueError(f"{name!r} must be a list of {min_length}..{max_length} ints")
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in value):
+        raise ValueError(f"{name!r} must hold only ints")
+    if minimum is not None and any(x < minimum for x in value):
+        raise ValueError(f"{name!r} must hold ints >= {minimum}")
+
+
+def draw_length(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
+    """For `generate_config`: a size drawn uniformly from the inclusive `bounds`."""
+    return int(rng.integers(bounds[0], bounds[1] + 1))
 
 
 def parse_task_string(task: str) -> tuple[str, dict[str, Any]]:
