@@ -8,8 +8,8 @@ Both configs hold ``"nodes"`` (n, nodes are ``0..n - 1``) and ``"edges"`` (``[[u
   source and the target; ``GetNeighbors(node)``, ``SetDistance(node, distance)``,
   ``GetDistance(node)``, ``Enqueue(node)`` and ``Dequeue()`` work the BFS the tools keep. The
   answer is the fewest edges from source to target, or -1 if the target is unreachable. The
-  oracle runs a full BFS from the source and reads the target's distance: ``4 * c + 1``
-  calls for a component of c nodes.
+  oracle runs a full BFS from the source and reads the target's distance: ``4 * c + 3``
+  calls when the source's component has c nodes.
 * **ConnectedComponents**: ``Observe`` shows n and the number of edges; ``GetEdge(index)``
   reads an edge, ``Union(a, b)`` joins two sets of the union-find the tools keep and
   ``Find(node)`` gives a node's root. The answer is the number of connected components. The
