@@ -125,6 +125,22 @@ def test_kth_largest_oracle_call_count_follows_its_replacements():
 
 
 @pytest.mark.parametrize("cls", ENV_CLASSES, ids=lambda cls: cls.name)
+def test_tools_change_only_the_state_so_process_isolation_plays_the_same(cls):
+    """In process mode a tool runs in a forked child and only ``state`` comes back: the
+    oracle must make the same calls, see the same outputs and win."""
+    solver = cls(difficulty="easy")
+    solver.reset(seed=2)
+    actions = solver.solve()
+    inline, forked = cls(difficulty="easy"), cls(difficulty="easy", isolation="process")
+    inline.reset(seed=2)
+    forked.reset(seed=2)
+    for action in actions:
+        assert forked.step(action) == inline.step(action)
+    assert forked.answer_correct
+    assert forked.state == inline.state == solver.state
+
+
+@pytest.mark.parametrize("cls", ENV_CLASSES, ids=lambda cls: cls.name)
 def test_observe_hides_the_data(cls):
     env = cls(difficulty="medium")
     env.reset(seed=5)
