@@ -85,7 +85,64 @@ _ENVS_F: tuple[EnvEntry, ...] = (
 )
 
 # Brief G's envs (added on this template).
-_ENVS_G: tuple[EnvEntry, ...] = ()
+_ENVS_G: tuple[EnvEntry, ...] = (
+    EnvEntry(
+        "ShortestPath",
+        f"{_PACKAGE}.graphs:ShortestPathEnv",
+        "Fewest edges between two nodes of a hidden 12-20 node graph, with BFS queue tools.",
+        "Fewest edges between two nodes of a hidden 5-7 node graph, with BFS queue tools.",
+        "Fewest edges between two nodes of a hidden 40-50 node graph, with BFS queue tools.",
+    ),
+    EnvEntry(
+        "ConnectedComponents",
+        f"{_PACKAGE}.graphs:ConnectedComponentsEnv",
+        "Connected components of a hidden 12-20 node graph, with union-find tools.",
+        "Connected components of a hidden 5-7 node graph, with union-find tools.",
+        "Connected components of a hidden 40-60 node graph, with union-find tools.",
+    ),
+    EnvEntry(
+        "LongestIncreasingSubsequence",
+        f"{_PACKAGE}.longest_increasing:LongestIncreasingSubsequenceEnv",
+        "Longest increasing subsequence of a hidden 15-30 int list, with DP-table tools.",
+        "Longest increasing subsequence of a hidden 4-6 int list, with DP-table tools.",
+        "Longest increasing subsequence of a hidden 60-100 int list, with DP-table tools.",
+    ),
+    EnvEntry(
+        "MergeIntervals",
+        f"{_PACKAGE}.merge_intervals:MergeIntervalsEnv",
+        "Merge 8-15 hidden intervals, with sort and merge-list tools.",
+        "Merge 3-5 hidden intervals, with sort and merge-list tools.",
+        "Merge 40-60 hidden intervals, with sort and merge-list tools.",
+    ),
+    EnvEntry(
+        "CountIslands",
+        f"{_PACKAGE}.count_islands:CountIslandsEnv",
+        "Islands of a hidden 5-7 x 5-7 grid, with cell and flood-fill tools.",
+        "Islands of a hidden 3-4 x 3-4 grid, with cell and flood-fill tools.",
+        "Islands of a hidden 9-11 x 9-11 grid, with cell and flood-fill tools.",
+    ),
+    EnvEntry(
+        "ContainerWithMostWater",
+        f"{_PACKAGE}.container_water:ContainerWithMostWaterEnv",
+        "Most water between two of 10-25 hidden lines, with two-pointer tools.",
+        "Most water between two of 4-6 hidden lines, with two-pointer tools.",
+        "Most water between two of 50-75 hidden lines, with two-pointer tools.",
+    ),
+    EnvEntry(
+        "RangeSumQueries",
+        f"{_PACKAGE}.range_sums:RangeSumQueriesEnv",
+        "3-5 range sums over a hidden 10-20 int list, with prefix-sum tools.",
+        "2-3 range sums over a hidden 4-6 int list, with prefix-sum tools.",
+        "8-12 range sums over a hidden 50-80 int list, with prefix-sum tools.",
+    ),
+    EnvEntry(
+        "KthLargest",
+        f"{_PACKAGE}.kth_largest:KthLargestEnv",
+        "k-th largest (k 2-5) of a hidden 12-25 int list, with min-heap tools.",
+        "k-th largest (k 1-2) of a hidden 4-6 int list, with min-heap tools.",
+        "k-th largest (k 3-6) of a hidden 40-60 int list, with min-heap tools.",
+    ),
+)
 
 ENVS: dict[str, EnvEntry] = {entry.name: entry for entry in (*_ENVS_F, *_ENVS_G)}
 """Every toolgym env by task name."""
