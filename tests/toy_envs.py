@@ -14,6 +14,7 @@
 `HostMeetingEnv` is a `MeetingEnv` whose barrier is made where the env is built (a worker
 process, a Ray actor), shared by the sub-envs built there.
 `AnnouncingEnv` prints each step as it begins: for tests that host it in another process.
+`ListingToyEnv` lists its admissible actions (the digits not guessed yet).
 """
 
 from __future__ import annotations
@@ -128,3 +129,19 @@ class AnnouncingEnv(ToyEnv):
     def step(self, action: str):
         print(f"step {action}", flush=True)
         return super().step(action)
+
+
+class ListingToyEnv(ToyEnv):
+    """`ToyEnv` that lists its admissible actions (`available_actions`): the digits not
+    guessed yet this episode, in order."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.guessed: set[str] = set()
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: str):
+        self.guessed.add(action.strip())
+        return super().step(action)
+
+    def available_actions(self) -> list[str]:
+        return [digit for digit in "0123456789" if digit not in self.guessed]
