@@ -13,7 +13,7 @@ from toy_envs import ListingToyEnv, ToyEnv
 
 from xpgym.core.env import Env
 from xpgym.core.errors import INFRA_ERROR_KEY
-from xpgym.core.resources import ResourcePool
+from xpgym.core.resources import PoolClosedError, ResourcePool
 from xpgym.core.tools import FunctionTool, ToolCall, ToolError, tool
 from xpgym.core.tools.available_actions import available_actions
 from xpgym.core.wrappers.limits import MaxTurns
@@ -175,6 +175,12 @@ def test_tag_format():
         tool(tag="two", tag_argument="a")(two)
     with pytest.raises(ValueError, match="not a parameter"):
         tool(tag="two", tag_argument="c")(two)
+
+    def number(n: int) -> int:
+        return n
+
+    with pytest.raises(ValueError, match="must take a string"):
+        tool(tag="n")(number)
 
 
 def test_unschematic_functions_are_refused():
@@ -473,3 +479,18 @@ def test_env_and_resource_together_in_an_async_tool():
     assert json.loads(env.step(call("note_turn"))[0]) == ["ToyEnv"]
     env.close()
     pool.close()
+
+
+def test_a_failed_lease_at_reset_gives_back_the_leases_taken_before_it():
+    open_pool, closed_pool = ResourcePool(Notebook, 1), ResourcePool(Notebook, 1)
+    closed_pool.close()
+
+    @tool(resource=closed_pool)
+    def other(resource: Notebook) -> str:
+        """Other."""
+        return ""
+
+    env = ToolEnvWrapper(ToyEnv(), [notebook_tool(open_pool), other])
+    with pytest.raises(PoolClosedError):
+        env.reset(seed=0)
+    assert open_pool.metrics()["in_use"] == 0

@@ -10,9 +10,10 @@
   stateless, bound to the episode's env (``@tool(env=...)``) or holding a pooled resource
   per episode (``@tool(resource=...)``, `xpgym.core.resources.ResourcePool`).
 * Tools: `available_actions.available_actions` (the env's `Env.available_actions` as a tool;
-  import it from its module, whose name it shares), `python.PythonTool` (code run in `xpgym.core.sandbox.Sandbox`, a bubblewrap
-  sandbox), `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
-  `mcp.MCPToolset` (one `Tool` per function of an MCP server).
+  import it from its module, whose name it shares), `python.PythonTool` (code run in
+  `xpgym.core.sandbox.Sandbox`, a bubblewrap sandbox), `search.SearchTool` (local tantivy
+  index or a retrieval server over HTTP), `mcp.MCPToolset` (one `Tool` per function of an
+  MCP server).
 * The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`; tool
   variants of registered envs (`register_tool_variant`) are in
   `xpgym.core.wrappers.tool_variants`.

@@ -388,6 +388,9 @@ def _tag_argument(
         tag_argument = next(iter(properties))
     if tag_argument not in properties:
         raise ValueError(f"{label}: tag_argument {tag_argument!r} is not a parameter")
+    kind = properties[tag_argument].get("type", "string")
+    if "string" not in ([kind] if isinstance(kind, str) else kind):
+        raise ValueError(f"{label}: tag_argument {tag_argument!r} must take a string")
     other = [name for name in parameters.get("required", ()) if name != tag_argument]
     if other:
         raise ValueError(f"{label}: a <{tag}> call cannot fill the required parameters {other}")

@@ -41,6 +41,8 @@ Info keys:
 * on a tool turn: ``tool_calls`` (a one-element list of ``{"name", "arguments", "ok",
   "info"}``; ``name`` is `None` for a block whose name could not be read),
   ``parsed_action`` (the call's text, `ToolCall.raw`), ``invalid_action`` (bool);
+* on `reset` and on every tool turn, when a tool leases a pooled resource:
+  ``resource_wait_s`` (see below);
 * always: ``tool_calls_total`` (tool turns this episode) and ``tool_calls_per_tool``
   (``{tool name: turns addressed to it}``, every tool listed).
 
@@ -199,9 +201,13 @@ class ToolEnvWrapper(Wrapper[str]):
         self._end_episode()
         obs, info = self.env.reset(seed=seed, options=options)
         facts: dict[str, float] = {}
-        for tool in self.tools:
-            for key, value in tool.start_episode().items():
-                facts[key] = facts.get(key, 0.0) + value
+        try:
+            for tool in self.tools:
+                for key, value in tool.start_episode().items():
+                    facts[key] = facts.get(key, 0.0) + value
+        except BaseException:
+            self._end_episode()  # give back what the tools before it leased
+            raise
         self._episode_facts = facts
         self._total = 0
         self._per_tool = dict.fromkeys(self._per_tool, 0)
