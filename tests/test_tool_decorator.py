@@ -18,6 +18,7 @@ from xpgym.core.tools import FunctionTool, ToolCall, ToolError, tool
 from xpgym.core.tools.available_actions import available_actions
 from xpgym.core.wrappers.limits import MaxTurns
 from xpgym.core.wrappers.tools import ToolEnvWrapper
+from xpgym.envs.multiagent.customer_service import CustomerServiceAssistantEnv, CustomerServiceEnv
 
 
 def call(name: str, **arguments) -> str:
@@ -494,3 +495,15 @@ def test_a_failed_lease_at_reset_gives_back_the_leases_taken_before_it():
     with pytest.raises(PoolClosedError):
         env.reset(seed=0)
     assert open_pool.metrics()["in_use"] == 0
+
+
+def test_env_tool_reaches_the_multi_agent_env_behind_a_single_agent_view():
+    @tool(env=CustomerServiceEnv)
+    def task_id(env: CustomerServiceEnv) -> str:
+        """This episode's task id."""
+        return env.task.id
+
+    env = ToolEnvWrapper(CustomerServiceAssistantEnv(), [task_id], instructions=False)
+    env.reset(seed=0, options={"task_id": "product_question"})
+    assert env.step(call("task_id"))[0] == "product_question"
+    env.close()

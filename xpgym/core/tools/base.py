@@ -20,9 +20,9 @@ Episode hooks (for tools that need the episode's env or a per-episode backend; t
 do nothing, so a plain tool ignores them). `xpgym.core.wrappers.tools.ToolEnvWrapper` calls:
 
 * `bind` once, when it is built, with its env chain (the env it wraps, then each inner
-  ``.env`` down to the unwrapped env); it keeps the tool `bind` returns. A tool that needs
-  per-wrapper state returns a bound copy and never changes itself: the tool object may be
-  shared by many envs and threads;
+  ``.env`` that is an env, down to the unwrapped env); it keeps the tool `bind` returns. A
+  tool that needs per-wrapper state returns a bound copy and never changes itself: the tool
+  object may be shared by many envs and threads;
 * `start_episode` on the bound tool at every `reset` (facts it returns go into the reset
   info), and `end_episode` when the episode ends (terminated or truncated), before the next
   reset and at `close`.

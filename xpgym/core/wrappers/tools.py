@@ -48,7 +48,8 @@ Info keys:
 
 Env-bound and per-episode tools (the `Tool` hooks, see `xpgym.core.tools.base`): when it is
 built, the wrapper calls each tool's `Tool.bind` with its env chain (the env it wraps, then
-each inner ``.env`` down to the unwrapped env) and keeps the tools `bind` returns (a plain
+each inner ``.env`` that is an env: wrappers down to the unwrapped env, and a single-agent
+view's multi-agent env) and keeps the tools `bind` returns (a plain
 tool returns itself; ``@tool(env=...)`` returns a copy bound to the first env of its class,
 and raises `TypeError` when there is none). `reset` ends the previous episode's tools
 (`Tool.end_episode`), resets the env, then calls `Tool.start_episode` (``@tool(resource=...)``
@@ -70,7 +71,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from xpgym.core.env import Env, Wrapper
+from xpgym.core.env import Env, EnvCore, Wrapper
 from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import (
@@ -142,9 +143,9 @@ class ToolEnvWrapper(Wrapper[str]):
             raise ValueError(f"max_tool_calls must be >= 0 or None, got {max_tool_calls}")
         if not isinstance(instructions, (bool, str)):
             raise TypeError(f"instructions must be a bool or a str, got {instructions!r:.80}")
-        chain: list[Env] = [env]
-        while isinstance(chain[-1], Wrapper):
-            chain.append(chain[-1].env)
+        chain: list[EnvCore] = [env]
+        while isinstance(getattr(chain[-1], "env", None), EnvCore):
+            chain.append(chain[-1].env)  # type: ignore[attr-defined]
         self.tools: tuple[Tool, ...] = tuple(tool.bind(chain) for tool in tools)
         self.max_tool_calls = max_tool_calls
         self.tool_call_reward = float(tool_call_reward)
