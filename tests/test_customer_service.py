@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 import xpgym
 from xpgym.core.checks import check_env, check_multiagent_env
+from xpgym.core.resources import AcquireTimeoutError
 from xpgym.envs.multiagent.customer_service import (
     STOP_TOKEN,
     CustomerServiceAssistantEnv,
@@ -23,6 +24,7 @@ from xpgym.envs.multiagent.retail import (
     RetailStore,
     load_retail_db,
     load_retail_tasks,
+    retail_store_pool,
 )
 from xpgym.envs.multiagent.rock_paper_scissors import RockPaperScissorsEnv
 from xpgym.envs.multiagent.single_agent import SingleAgentView
@@ -318,6 +320,46 @@ def test_scripted_correct_assistant_solves_every_task(task_id):
     assert (info["db_match"], info["outputs_found"], info["policy_violations"]) == (True, True, 0)
     assert STOP_TOKEN in obs
     assert env.env.store.db == load_retail_tasks()[task_id].goal_db
+
+
+def test_each_episode_leases_a_store_that_is_restocked_when_given_back():
+    pool = retail_store_pool(1)
+    env = CustomerServiceAssistantEnv(store_pool=pool)
+    task_id = "cancel_pending_order"
+    play(env, task_id, SOLUTIONS[task_id])
+    store = env.env.store
+    assert store.db == load_retail_tasks()[task_id].goal_db  # kept after the episode's end
+    assert pool.metrics()["in_use"] == 1
+    env.reset(seed=0, options={"task_id": task_id})
+    assert env.env.store is store  # the same store, given back and leased again
+    assert store.db == load_retail_db()
+    assert store.user_id is None
+    assert (pool.metrics()["acquired"], pool.metrics()["created"]) == (2, 1)
+    env.close()
+    env.close()
+    assert pool.metrics()["in_use"] == 0
+    assert not pool.closed  # a shared pool stays open
+
+
+def test_envs_sharing_a_pool_wait_for_its_stores():
+    pool = retail_store_pool(1, acquire_timeout_s=0.01)
+    first, second = (
+        CustomerServiceAssistantEnv(store_pool=pool),
+        CustomerServiceAssistantEnv(store_pool=pool),
+    )
+    first.reset(seed=0)
+    with pytest.raises(AcquireTimeoutError):
+        second.reset(seed=0)
+    first.close()
+    second.reset(seed=0)
+    assert second.env.store.db == load_retail_db()
+
+
+def test_the_private_pool_closes_with_the_env():
+    env = CustomerServiceAssistantEnv()
+    env.reset(seed=0)
+    env.close()
+    assert env.env.store_pool.closed
 
 
 def test_attempting_a_refused_action_fails_even_if_the_database_is_right():

@@ -16,6 +16,7 @@ process, a Ray actor), shared by the sub-envs built there.
 `AnnouncingEnv` prints each step as it begins: for tests that host it in another process.
 `rewarded_toy_env` is a `ToyEnv` in a `RewardWrapper` whose reward function `action_chars`
 reports a metric: for the tests that follow metrics from a reward into trainers' logs.
+`ListingToyEnv` lists its admissible actions (the digits not guessed yet).
 """
 
 from __future__ import annotations
@@ -142,3 +143,19 @@ def rewarded_toy_env(episode_length: int = 3) -> Env:
     """``RewardWrapper(ToyEnv(episode_length), [action_chars])``: each step's
     ``info["metrics"]`` has ``action_chars`` (0.0) and ``action_chars/chars``."""
     return RewardWrapper(ToyEnv(episode_length), [action_chars])
+
+
+class ListingToyEnv(ToyEnv):
+    """`ToyEnv` that lists its admissible actions (`available_actions`): the digits not
+    guessed yet this episode, in order."""
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None):
+        self.guessed: set[str] = set()
+        return super().reset(seed=seed, options=options)
+
+    def step(self, action: str):
+        self.guessed.add(action.strip())
+        return super().step(action)
+
+    def available_actions(self) -> list[str]:
+        return [digit for digit in "0123456789" if digit not in self.guessed]

@@ -6,9 +6,14 @@
   instruction text; `parse_call` is a ready-made `Tool.parse`.
 * `signature`: JSON schemas inferred from a function's type hints and docstring
   (`signature_schema`).
-* Tools: `python.PythonTool` (code run in `xpgym.core.sandbox.Sandbox`, a bubblewrap
-  sandbox), `search.SearchTool` (local tantivy index or a retrieval server over HTTP),
-  `mcp.MCPToolset` (one `Tool` per function of an MCP server).
+* `decorator`: ``@tool``, a plain (sync or async) function as a `Tool` (`FunctionTool`),
+  stateless, bound to the episode's env (``@tool(env=...)``) or holding a pooled resource
+  per episode (``@tool(resource=...)``, `xpgym.core.resources.ResourcePool`).
+* Tools: `available_actions.available_actions` (the env's `Env.available_actions` as a tool;
+  import it from its module, whose name it shares), `python.PythonTool` (code run in
+  `xpgym.core.sandbox.Sandbox`, a bubblewrap sandbox), `search.SearchTool` (local tantivy
+  index or a retrieval server over HTTP), `mcp.MCPToolset` (one `Tool` per function of an
+  MCP server).
 * The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`; tool
   variants of registered envs (`register_tool_variant`) are in
   `xpgym.core.wrappers.tool_variants`.
@@ -40,6 +45,7 @@ from xpgym.core.tools.calls import (
 
 __all__ = [
     "FunctionCall",
+    "FunctionTool",
     "HTTPSearchBackend",
     "LocalSearchIndex",
     "MCPFunctionTool",
@@ -49,6 +55,7 @@ __all__ = [
     "TagMatch",
     "Tool",
     "ToolCall",
+    "ToolError",
     "ToolResult",
     "find_fenced_block",
     "find_function_calls",
@@ -60,6 +67,7 @@ __all__ = [
     "make_search_tool",
     "parse_call",
     "signature_schema",
+    "tool",
     "validate_arguments",
 ]
 
@@ -74,6 +82,9 @@ _LAZY: dict[str, str] = {
     "MCPFunctionTool": "xpgym.core.tools.mcp",
     "make_mcp_tools": "xpgym.core.tools.mcp",
     "signature_schema": "xpgym.core.tools.signature",
+    "tool": "xpgym.core.tools.decorator",
+    "FunctionTool": "xpgym.core.tools.decorator",
+    "ToolError": "xpgym.core.tools.decorator",
 }
 
 # Name -> its new home: these names were importable from here before they moved.

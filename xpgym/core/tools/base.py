@@ -15,14 +15,28 @@ the task.
 `execute` never raises for a problem caused by the model's input (a crash, a timeout, a
 server error): it returns a `ToolResult` with ``ok=False`` and the error as observation.
 It raises only for programming errors (e.g. executing a call that has `error` set).
+
+Episode hooks (for tools that need the episode's env or a per-episode backend; the defaults
+do nothing, so a plain tool ignores them). `xpgym.core.wrappers.tools.ToolEnvWrapper` calls:
+
+* `bind` once, when it is built, with its env chain (the env it wraps, then each inner
+  ``.env`` that is an env, down to the unwrapped env); it keeps the tool `bind` returns. A
+  tool that needs per-wrapper state returns a bound copy and never changes itself: the tool
+  object may be shared by many envs and threads;
+* `start_episode` on the bound tool at every `reset` (facts it returns go into the reset
+  info), and `end_episode` when the episode ends (terminated or truncated), before the next
+  reset and at `close`.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from xpgym.core.env import EnvCore
 
 __all__ = ["Tool", "ToolCall", "ToolResult"]
 
@@ -92,6 +106,24 @@ class Tool(abc.ABC):
         import asyncio  # here, not at module level: `import xpgym` stays cheap
 
         return await asyncio.to_thread(self.execute, call)
+
+    def bind(self, envs: Sequence[EnvCore]) -> Tool:
+        """The tool to use with the env chain `envs` (outermost first); default: `self`.
+
+        Raises:
+            TypeError: the tool needs an env that is not in `envs`.
+        """
+        del envs
+        return self
+
+    def start_episode(self) -> Mapping[str, float]:
+        """Called at the start of every episode of a bound tool; returns facts for the reset
+        info (e.g. ``{"resource_wait_s": 0.2}``; the wrapper adds up equal keys of its
+        tools). Default: nothing to do, ``{}``."""
+        return {}
+
+    def end_episode(self) -> None:  # noqa: B027 - optional hook, a no-op by default
+        """Called when the episode ends, before the next reset and at close; idempotent."""
 
     def close(self) -> None:  # noqa: B027 - optional hook, a no-op by default
         """Release processes, connections and files. Safe to call more than once."""

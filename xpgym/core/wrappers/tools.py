@@ -41,8 +41,22 @@ Info keys:
 * on a tool turn: ``tool_calls`` (a one-element list of ``{"name", "arguments", "ok",
   "info"}``; ``name`` is `None` for a block whose name could not be read),
   ``parsed_action`` (the call's text, `ToolCall.raw`), ``invalid_action`` (bool);
+* on `reset` and on every tool turn, when a tool leases a pooled resource:
+  ``resource_wait_s`` (see below);
 * always: ``tool_calls_total`` (tool turns this episode) and ``tool_calls_per_tool``
   (``{tool name: turns addressed to it}``, every tool listed).
+
+Env-bound and per-episode tools (the `Tool` hooks, see `xpgym.core.tools.base`): when it is
+built, the wrapper calls each tool's `Tool.bind` with its env chain (the env it wraps, then
+each inner ``.env`` that is an env: wrappers down to the unwrapped env, and a single-agent
+view's multi-agent env) and keeps the tools `bind` returns (a plain
+tool returns itself; ``@tool(env=...)`` returns a copy bound to the first env of its class,
+and raises `TypeError` when there is none). `reset` ends the previous episode's tools
+(`Tool.end_episode`), resets the env, then calls `Tool.start_episode` (``@tool(resource=...)``
+leases its resource there); the facts they return, added up by key, go into the reset info
+and into the info of every tool turn (``resource_wait_s``: seconds this reset waited for
+pooled resources). `Tool.end_episode` also runs when the episode ends (terminated or
+truncated) and at `close`, so a leased resource goes back to its pool as soon as it can.
 
 Concurrency: `step` runs `Tool.execute` synchronously in the calling thread. Tools release
 the GIL while they wait (subprocesses, sockets), so a `ThreadVectorEnv` overlaps the tool
@@ -57,7 +71,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from xpgym.core.env import Env, Wrapper
+from xpgym.core.env import Env, EnvCore, Wrapper
 from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import (
@@ -129,7 +143,10 @@ class ToolEnvWrapper(Wrapper[str]):
             raise ValueError(f"max_tool_calls must be >= 0 or None, got {max_tool_calls}")
         if not isinstance(instructions, (bool, str)):
             raise TypeError(f"instructions must be a bool or a str, got {instructions!r:.80}")
-        self.tools: tuple[Tool, ...] = tools
+        chain: list[EnvCore] = [env]
+        while isinstance(getattr(chain[-1], "env", None), EnvCore):
+            chain.append(chain[-1].env)  # type: ignore[attr-defined]
+        self.tools: tuple[Tool, ...] = tuple(tool.bind(chain) for tool in tools)
         self.max_tool_calls = max_tool_calls
         self.tool_call_reward = float(tool_call_reward)
         self.tool_success_reward = float(tool_success_reward)
@@ -138,6 +155,7 @@ class ToolEnvWrapper(Wrapper[str]):
         self.close_tools = close_tools
         self._total = 0
         self._per_tool = dict.fromkeys(names, 0)
+        self._episode_facts: dict[str, float] = {}
 
     # ----------------------------------------------------------------- counters and state
 
@@ -181,7 +199,17 @@ class ToolEnvWrapper(Wrapper[str]):
         Raises:
             TypeError: instructions are to be appended but the observation is not a `str`.
         """
+        self._end_episode()
         obs, info = self.env.reset(seed=seed, options=options)
+        facts: dict[str, float] = {}
+        try:
+            for tool in self.tools:
+                for key, value in tool.start_episode().items():
+                    facts[key] = facts.get(key, 0.0) + value
+        except BaseException:
+            self._end_episode()  # give back what the tools before it leased
+            raise
+        self._episode_facts = facts
         self._total = 0
         self._per_tool = dict.fromkeys(self._per_tool, 0)
         text = self.instruction_text()
@@ -196,6 +224,7 @@ class ToolEnvWrapper(Wrapper[str]):
             **info,
             "tools": [tool.function_schema() for tool in self.tools],
             "tool_instructions": text,
+            **facts,
             **self._counts(),
         }
         return obs, info
@@ -283,6 +312,8 @@ class ToolEnvWrapper(Wrapper[str]):
         found = self._first_call(action)
         if found is None:
             obs, reward, terminated, truncated, info = self.env.step(action)
+            if terminated or truncated:
+                self._end_episode()
             return obs, reward, terminated, truncated, {**info, **self._counts()}
         tool, call = found
         if self.max_tool_calls is not None and self._total >= self.max_tool_calls:
@@ -297,6 +328,7 @@ class ToolEnvWrapper(Wrapper[str]):
                 "truncated_reason": _TRUNCATED_REASON,
                 **self._counts(),
             }
+            self._end_episode()
             return obs, 0.0, False, True, info
         self._total += 1
         if tool is None:
@@ -340,12 +372,18 @@ class ToolEnvWrapper(Wrapper[str]):
             "tool_calls": [record],
             "parsed_action": raw,
             "invalid_action": invalid,
+            **self._episode_facts,
             **self._counts(),
         }
 
+    def _end_episode(self) -> None:
+        for tool in self.tools:
+            tool.end_episode()
+
     def close(self) -> None:
-        """Close the env, and the tools too when `close_tools` is set."""
+        """End the tools' episode, close the env, and the tools too when `close_tools` is set."""
         try:
+            self._end_episode()
             self.env.close()
         finally:
             if self.close_tools:

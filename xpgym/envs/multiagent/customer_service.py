@@ -6,7 +6,11 @@ its policy are in `xpgym.envs.multiagent.retail`.
 Episode rules:
 
 * `reset()` picks a task (``options={"task_id": ...}``, else drawn uniformly with
-  `np_random` from the env's tasks) and loads a fresh copy of the shipped orders database.
+  `np_random` from the env's tasks) and leases a store holding a fresh copy of the shipped
+  orders database from the env's `store_pool` (`retail_store_pool`; by default a private
+  pool of one store). The env gives the store back (the pool restocks it) at the next reset
+  or at `close`, not when the episode ends, so the final database stays readable. Envs may
+  share a pool: an env's reset then waits while all the pool's stores are leased.
   The user sees the task's instruction; the assistant sees the store policy, the tool
   schemas and this protocol.
 * The user speaks first. Its action is a message to the assistant; a message that contains
@@ -69,6 +73,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from xpgym.core.multiagent import MultiAgentEnv
+from xpgym.core.resources import Lease, ResourcePool
 from xpgym.core.tools.calls import (
     TOOL_CALL_OPEN,
     find_function_calls,
@@ -83,6 +88,7 @@ from xpgym.envs.multiagent.retail import (
     ToolOutcome,
     load_retail_db,
     load_retail_tasks,
+    retail_store_pool,
 )
 from xpgym.envs.multiagent.single_agent import Policy, SingleAgentView
 
@@ -151,10 +157,13 @@ class CustomerServiceEnv(MultiAgentEnv):
             `xpgym.envs.multiagent.retail.load_retail_tasks`).
         max_steps: Steps (user messages, assistant messages and tool calls) before the
             episode is truncated (at least 2).
+        store_pool: Where each episode's store comes from (`retail_store_pool`); default: a
+            private pool of one store, closed with the env. A shared pool is not closed.
 
     Attributes:
         tasks: The tasks drawn from. task: This episode's `RetailTask`.
-        store: The `RetailStore` (database and authenticated user) of this episode.
+        store: The `RetailStore` (database and authenticated user) of this episode, leased
+            from `store_pool` (before the first reset: an unleased store).
         messages: The conversation as ``(role, text)`` pairs, role ``"user"``,
             ``"assistant"`` (a message to the user), ``"tool_call"`` or ``"tool_result"``.
         steps: Steps taken. user_turns: User messages so far. violations: Refused calls.
@@ -166,7 +175,12 @@ class CustomerServiceEnv(MultiAgentEnv):
 
     metadata: ClassVar[dict[str, Any]] = {"multi_turn": True, "multi_agent": True}
 
-    def __init__(self, task_ids: Sequence[str] | None = None, max_steps: int = 40) -> None:
+    def __init__(
+        self,
+        task_ids: Sequence[str] | None = None,
+        max_steps: int = 40,
+        store_pool: ResourcePool[RetailStore] | None = None,
+    ) -> None:
         super().__init__(list(AGENTS), mode="sequential")
         shipped = load_retail_tasks()
         ids = list(shipped) if task_ids is None else list(task_ids)
@@ -182,13 +196,16 @@ class CustomerServiceEnv(MultiAgentEnv):
             raise ValueError(f"CustomerServiceEnv: max_steps must be >= 2, got {max_steps}")
         self.tasks: list[RetailTask] = [shipped[i] for i in ids]
         self.max_steps = int(max_steps)
+        self._owns_pool = store_pool is None
+        self.store_pool = retail_store_pool(1) if store_pool is None else store_pool
+        self._store_lease: Lease[RetailStore] | None = None
         db = load_retail_db()
         self._pools = _argument_pools(db)
-        self._start(self.tasks[0], db)
+        self._start(self.tasks[0], RetailStore(db))
 
-    def _start(self, task: RetailTask, db: dict[str, Any]) -> None:
+    def _start(self, task: RetailTask, store: RetailStore) -> None:
         self.task = task
-        self.store = RetailStore(db)
+        self.store = store
         self.messages: list[tuple[str, str]] = []
         self.steps = 0
         self.user_turns = 0
@@ -221,7 +238,7 @@ class CustomerServiceEnv(MultiAgentEnv):
             task = next((t for t in self.tasks if t.id == task_id), None)
             if task is None:
                 raise ValueError(f"{self}: unknown task_id {task_id!r}")
-        self._start(task, load_retail_db())
+        self._start(task, self._lease_store())
         return {
             "user": {"task_id": task.id},
             "assistant": {"task_id": task.id, "tools": copy.deepcopy(TOOL_SCHEMAS)},
@@ -231,6 +248,8 @@ class CustomerServiceEnv(MultiAgentEnv):
         self, actions: dict[str, str]
     ) -> tuple[dict[str, float], dict[str, bool], dict[str, bool], dict[str, dict[str, Any]]]:
         ((agent, text),) = actions.items()
+        if self._store_lease is not None:
+            self.store = self._store_lease.resource  # raises if the pool reclaimed it
         self.steps += 1
         self._inbox[agent] = []
         if agent == "user":
@@ -358,13 +377,31 @@ class CustomerServiceEnv(MultiAgentEnv):
 
     def _set_state(self, state: dict[str, Any]) -> None:
         self.task = load_retail_tasks()[state["task_id"]]
-        self.store = RetailStore(state["db"])
+        self.store = self._lease_store() if self._store_lease is None else self.store
+        self.store.db = state["db"]
         self.store.user_id = state["user_id"]
         self.messages = [tuple(m) for m in state["messages"]]  # type: ignore[misc]
         self._inbox = state["inbox"]
         self.steps = state["steps"]
         self.user_turns = state["user_turns"]
         self.violations = state["violations"]
+
+    def _lease_store(self) -> RetailStore:
+        """Give back this env's store (if any) and lease a fresh one."""
+        self._release_store()
+        self._store_lease = self.store_pool.acquire(owner=f"CustomerServiceEnv@{id(self):x}")
+        return self._store_lease.resource
+
+    def _release_store(self) -> None:
+        lease, self._store_lease = self._store_lease, None
+        if lease is not None:
+            lease.release()
+
+    def close(self) -> None:
+        """Give the store back, and close the pool if it is the env's own. Idempotent."""
+        self._release_store()
+        if self._owns_pool:
+            self.store_pool.close()
 
 
 class CustomerServiceAssistantEnv(SingleAgentView):
@@ -375,7 +412,7 @@ class CustomerServiceAssistantEnv(SingleAgentView):
     `SingleAgentView` for how the user's steps are folded in).
 
     Args:
-        task_ids, max_steps: As for `CustomerServiceEnv`.
+        task_ids, max_steps, store_pool: As for `CustomerServiceEnv`.
         user_policy: Plays the user (its observation in, its message out); default: the
             scripted user. A policy's own state is not part of `get_state()`.
     """
@@ -385,6 +422,8 @@ class CustomerServiceAssistantEnv(SingleAgentView):
         task_ids: Sequence[str] | None = None,
         max_steps: int = 40,
         user_policy: Policy | None = None,
+        store_pool: ResourcePool[RetailStore] | None = None,
     ) -> None:
         policies = {} if user_policy is None else {"user": user_policy}
-        super().__init__(CustomerServiceEnv(task_ids, max_steps), "assistant", policies)
+        env = CustomerServiceEnv(task_ids, max_steps, store_pool)
+        super().__init__(env, "assistant", policies)

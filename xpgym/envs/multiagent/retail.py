@@ -42,6 +42,10 @@ Changes: cancelling sets ``status="cancelled"`` and ``cancel_reason``; a return 
 ``status="return requested"`` and ``return_items`` (the item ids); an exchange sets
 ``status="exchange requested"``, ``exchange_items`` and ``exchange_new_items``. An order
 changes at most once: afterwards it is neither pending nor delivered.
+
+Stores come from a `xpgym.core.resources.ResourcePool` (`retail_store_pool`): each episode
+leases one, and a store given back is reset to the shipped database with nobody
+authenticated, ready for the next episode.
 """
 
 from __future__ import annotations
@@ -54,6 +58,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any, Literal, NamedTuple
 
+from xpgym.core.resources import ResourcePool
 from xpgym.core.tools.calls import function_schema, validate_arguments
 
 __all__ = [
@@ -65,6 +70,7 @@ __all__ = [
     "ToolOutcome",
     "load_retail_db",
     "load_retail_tasks",
+    "retail_store_pool",
 ]
 
 CANCEL_REASONS = ("no longer needed", "ordered by mistake")
@@ -283,6 +289,12 @@ class RetailStore:
             return ToolOutcome(f"Error: {failure}", "error")
         return ToolOutcome(result if isinstance(result, str) else json.dumps(result), "ok")
 
+    def restock(self) -> None:
+        """Back to a fresh copy of the shipped database, nobody authenticated (the pool's
+        reset of a returned store)."""
+        self.db = load_retail_db()
+        self.user_id = None
+
     # ---------------------------------------------------------------- checks
 
     def _authenticated(self) -> str:
@@ -410,3 +422,23 @@ class RetailStore:
         order["exchange_items"] = list(item_ids)
         order["exchange_new_items"] = list(new_item_ids)
         return order
+
+
+def retail_store_pool(
+    size: int = 1, *, name: str = "retail-store", **options: Any
+) -> ResourcePool[RetailStore]:
+    """A pool of up to `size` stores, each made with a fresh copy of the shipped database and
+    restocked (`RetailStore.restock`) when given back.
+
+    Args:
+        size: The most stores at once: the episodes that can run at once on this pool.
+        name: The pool's name (logs, metrics).
+        options: More `ResourcePool` options (`lease_timeout_s`, `acquire_timeout_s`, ...).
+    """
+    return ResourcePool(
+        lambda: RetailStore(load_retail_db()),
+        size,
+        reset=RetailStore.restock,
+        name=name,
+        **options,
+    )
