@@ -12,9 +12,10 @@ serves every env.
 from __future__ import annotations
 
 from xpgym.core.env import Env
+from xpgym.core.tools.base import Tool
 from xpgym.core.tools.decorator import ToolError, tool
 
-__all__ = ["available_actions"]
+__all__ = ["available_actions", "available_actions_tools"]
 
 
 @tool(env=Env, name="available_actions")
@@ -27,3 +28,9 @@ def available_actions(env: Env) -> list[str]:
             "available actions."
         )
     return list(actions)
+
+
+def available_actions_tools() -> list[Tool]:
+    """The tools factory of the ``-actions`` tool variants (`register_tool_variant`):
+    ``[available_actions]`` (one shared object is fine: it is bound per wrapper)."""
+    return [available_actions]

@@ -8,14 +8,18 @@ rules). Ids: ``world:<Name>-v0[-easy|-hard|-random]``.
 * ``world:ScienceLab``: SciWorld-style heat / cool / measure / mix tasks with sub-goal
   credit (`xpgym.envs.world.science_lab`).
 
-Every world lists its admissible actions (`Env.available_actions`), has a solver that wins
+Every world lists its admissible actions (`Env.available_actions`, and as the
+``available_actions`` tool in the ``world:<Name>-v0-actions`` variants), has a solver that wins
 every seed, and shares the turn loop of `xpgym.envs.world.common`. The rules, sources and
 differences from the originals: docs/envs.md.
 """
 
 from __future__ import annotations
 
+from xpgym.core.wrappers.tool_variants import register_tool_variant
 from xpgym.envs.common.presets import register_presets
+
+_ACTIONS_TOOL = "xpgym.core.tools.available_actions:available_actions_tools"
 
 
 def register_envs() -> None:
@@ -47,3 +51,5 @@ def register_envs() -> None:
         "One short lab task (heat or measure) in one room, with sub-goal credit; 12 turns.",
         "Mix, then boil or freeze and measure, across 4 rooms, with sub-goal credit; 30 turns.",
     )
+    for name in ("Crafting", "GridWorld", "ScienceLab"):
+        register_tool_variant(f"world:{name}-v0", _ACTIONS_TOOL, "actions", max_tool_calls=20)
