@@ -531,17 +531,3 @@ def test_reset_forgets_the_previous_episode() -> None:
     env = RewardWrapper(ToyEnv(episode_length=4), [value], aggregate="max", env_reward="replace")
     play(env, ["0.9", "0.1", "0.1", "0.1"])
     assert total(play(env, ["0.2", "0.1", "0.1", "0.1"])) == pytest.approx(0.2)
-
-
-def test_the_docs_example_runs_and_gives_what_the_docs_say() -> None:
-    from pathlib import Path
-
-    text = (Path(__file__).parent.parent / "docs/envs-sections/rewards.md").read_text()
-    code = text.split("```python\n", 1)[1].split("```", 1)[0]
-    namespace: dict[str, Any] = {}
-    exec(code, namespace)
-    env = namespace["env"]
-    env.reset(seed=0)
-    _, reward, _, _, info = env.step("I guess \\boxed{5}")
-    assert reward == pytest.approx(-0.03)
-    assert info["metrics"] == {"brevity": pytest.approx(-0.03), "brevity/words": 3.0}
