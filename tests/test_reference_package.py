@@ -54,7 +54,8 @@ def test_the_package_and_the_model_builder_import_without_torch() -> None:
 
 def _recipe_references(path: Path) -> list[str]:
     """Imports of a ``recipes`` module, and string constants naming the ``recipes`` folder or a
-    file in it (a path to load), in the code of `path`; docstrings and comments do not count."""
+    file in it (a path to load), in the code of `path`; docstrings, comments and mapping keys
+    (``state["recipes"]``, ``{"recipes": ...}``: a word, not a path) do not count."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     docstrings = {
         id(node.body[0].value)
@@ -63,6 +64,8 @@ def _recipe_references(path: Path) -> list[str]:
         and node.body
         and isinstance(node.body[0], ast.Expr)
     }
+    keys = {id(node.slice) for node in ast.walk(tree) if isinstance(node, ast.Subscript)}
+    keys |= {id(key) for node in ast.walk(tree) if isinstance(node, ast.Dict) for key in node.keys}
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -71,7 +74,7 @@ def _recipe_references(path: Path) -> list[str]:
             found.append(str(node.module))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             named = node.value == "recipes" or node.value.startswith("recipes/")
-            if named and id(node) not in docstrings:
+            if named and id(node) not in docstrings and id(node) not in keys:
                 found.append(node.value)
     return found
 
@@ -89,3 +92,14 @@ def test_no_library_or_parity_module_loads_a_recipe() -> None:
         if (refs := _recipe_references(path))
     }
     assert found == RECIPE_LAUNCHERS
+
+
+def test_recipe_references_count_paths_and_imports_but_not_mapping_keys(tmp_path: Path) -> None:
+    module = tmp_path / "module.py"
+    module.write_text(
+        "import recipes.train_torch\n"
+        'path = ROOT / "recipes" / "x.py"\n'
+        'state = {"recipes": []}\n'
+        'value = state["recipes"]\n'
+    )
+    assert _recipe_references(module) == ["recipes.train_torch", "recipes"]
