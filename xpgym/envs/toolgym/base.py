@@ -42,6 +42,7 @@ Subclass `ToolGymEnv` and give it:
   and at least 4 distinct tools (``Observe`` and ``Done`` count) on every difficulty.
 
 Helpers: `item_at` (the body of a tool that reads one item by index, with the range error),
+`check_index` (the same range check for a tool that writes at a position),
 `check_int_list` (config checks), `draw_length` (a size from a difficulty's bounds),
 `ToolGymEnv.check_deadline` (for a tool with a long loop).
 
@@ -149,6 +150,7 @@ __all__ = [
     "ToolError",
     "ToolGymEnv",
     "canonical_answer",
+    "check_index",
     "check_int_list",
     "draw_length",
     "item_at",
@@ -235,15 +237,23 @@ def canonical_answer(value: Any) -> Any:
     return value
 
 
+def check_index(index: int, length: int, what: str = "index") -> None:
+    """For a tool that takes a position: refuse one outside ``0..length - 1``.
+
+    Raises:
+        ToolError: ``"<what> <index> is out of range 0..<length - 1>"`` (negative ones too).
+    """
+    if not 0 <= index < length:
+        raise ToolError(f"{what} {index} is out of range 0..{length - 1}")
+
+
 def item_at(sequence: Sequence[Any], index: int, what: str = "index") -> str:
     """For a tool that reads one item: ``json.dumps(sequence[index])``.
 
     Raises:
-        ToolError: `index` is outside ``0..len(sequence) - 1`` (negative ones too), naming
-            the valid range; `what` names the argument in the message.
+        ToolError: `index` is out of range (`check_index`); `what` names the argument.
     """
-    if not 0 <= index < len(sequence):
-        raise ToolError(f"{what} {index} is out of range 0..{len(sequence) - 1}")
+    check_index(index, len(sequence), what)
     return json.dumps(sequence[index])
 
 

@@ -23,12 +23,12 @@ import numpy as np
 from xpgym.envs.toolgym.base import (
     ToolError,
     ToolGymEnv,
+    check_index,
     check_int_list,
     draw_length,
     item_at,
     toolgym_tool,
 )
-from xpgym.envs.toolgym.hidden_list import check_index
 
 __all__ = ["SIZES", "ContainerWithMostWaterEnv", "most_water"]
 

@@ -20,8 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, draw_length, toolgym_tool
-from xpgym.envs.toolgym.hidden_list import check_index
+from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, check_index, draw_length, toolgym_tool
 
 __all__ = ["SIZES", "CountIslandsEnv", "count_islands"]
 

@@ -27,8 +27,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, draw_length, item_at, toolgym_tool
-from xpgym.envs.toolgym.hidden_list import check_index, check_int_pairs
+from xpgym.envs.toolgym.base import (
+    ToolError,
+    ToolGymEnv,
+    check_index,
+    draw_length,
+    item_at,
+    toolgym_tool,
+)
+from xpgym.envs.toolgym.hidden_list import check_int_pairs
 
 __all__ = [
     "COMPONENT_SIZES",

@@ -1,7 +1,6 @@
 """Pieces brief G's toolgym envs share, on top of the helpers in `xpgym.envs.toolgym.base`.
 
-`check_index` refuses an out-of-range position in a tool that writes (reading tools use
-`item_at`), `check_int_pairs` checks a config list of ``[a, b]`` pairs (edges, intervals,
+`check_int_pairs` checks a config list of ``[a, b]`` pairs (edges, intervals,
 ranges), and `HiddenListEnv` is a `ToolGymEnv` whose config holds ``"numbers"``:
 ``Observe`` shows its length and ``GetNumber(index)`` reads one element. A subclass adds its
 own tools and the rest of the template.
@@ -11,19 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, item_at, toolgym_tool
+from xpgym.envs.toolgym.base import ToolGymEnv, item_at, toolgym_tool
 
-__all__ = ["HiddenListEnv", "check_index", "check_int_pairs"]
-
-
-def check_index(index: int, length: int, what: str = "index") -> None:
-    """Refuse a position outside ``0..length - 1`` (the message `item_at` gives).
-
-    Raises:
-        ToolError: ``"<what> <index> is out of range 0..<length - 1>"``.
-    """
-    if not 0 <= index < length:
-        raise ToolError(f"{what} {index} is out of range 0..{length - 1}")
+__all__ = ["HiddenListEnv", "check_int_pairs"]
 
 
 def check_int_pairs(

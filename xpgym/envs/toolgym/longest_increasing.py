@@ -22,8 +22,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, check_int_list, draw_length, item_at, toolgym_tool
-from xpgym.envs.toolgym.hidden_list import HiddenListEnv, check_index
+from xpgym.envs.toolgym.base import (
+    ToolError,
+    check_index,
+    check_int_list,
+    draw_length,
+    item_at,
+    toolgym_tool,
+)
+from xpgym.envs.toolgym.hidden_list import HiddenListEnv
 
 __all__ = ["SIZES", "LongestIncreasingSubsequenceEnv", "longest_increasing"]
 

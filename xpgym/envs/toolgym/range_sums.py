@@ -21,8 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import check_int_list, draw_length, item_at, toolgym_tool
-from xpgym.envs.toolgym.hidden_list import HiddenListEnv, check_index, check_int_pairs
+from xpgym.envs.toolgym.base import check_index, check_int_list, draw_length, item_at, toolgym_tool
+from xpgym.envs.toolgym.hidden_list import HiddenListEnv, check_int_pairs
 
 __all__ = ["SIZES", "RangeSumQueriesEnv", "range_sums"]
 
