@@ -13,7 +13,7 @@ first (the first pays for warm-up) of:
 
 - ``step_s``: wall time of an RL step, split into ``rollout_s`` (collecting the step's
   episodes, env included), ``env_s`` (time inside the envs' ``reset``/``step``, from the
-  episode log of `xpgym.core.episode_log`) and ``update_s`` (the rest of the step);
+  episode log of `xpgym.core.wrappers.episode_log`) and ``update_s`` (the rest of the step);
 - ``policy_tokens_per_s``: policy tokens trained per second of step time;
 - ``env_share``: ``env_s / rollout_s``, the env's part of rolling out;
 - ``peak_rss_mib``: the largest resident memory of the run's process or of any child
@@ -40,7 +40,7 @@ from statistics import median
 from typing import Any
 
 from parity.e2e import E2EConfig, run, set_environment, warm_model_dir
-from xpgym.core.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
+from xpgym.core.wrappers.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
 
 __all__ = ["TRAINERS", "bench_one", "main", "markdown_table", "plot", "row"]
 
@@ -67,6 +67,7 @@ def _run_reference(cfg: E2EConfig, warm_dir: Path) -> dict[str, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import xpgym
+    from xpgym.core.wrappers.episode_log import log_episodes_if_requested
     from xpgym.reference.trainer import TrainerConfig, train
 
     torch.set_num_threads(cfg.threads)  # as `parity.e2e.run` does for the others
@@ -82,7 +83,8 @@ def _run_reference(cfg: E2EConfig, warm_dir: Path) -> dict[str, Any]:
         group_size=cfg.group_size,
         seed=cfg.seed,
     )
-    vec = xpgym.make_vec(cfg.warm.env, cfg.tasks_per_step * cfg.group_size)
+    num_envs = cfg.tasks_per_step * cfg.group_size
+    vec = xpgym.make_vec(cfg.warm.env, num_envs, wrappers=[log_episodes_if_requested])
     try:
         history = train(model, tokenizer, vec, config, num_steps=cfg.steps)
     finally:

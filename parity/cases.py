@@ -22,7 +22,7 @@ difference the check reports comes from the math, not from rounding the inputs. 
 a group are consecutive (OpenRLHF and RL2 form groups as consecutive blocks).
 
 The expectations here are computed from the `Turn`\\ s directly (never through
-`xpgym.core.layouts`), so they check the adapters' layouts independently.
+`xpgym.training.layouts`), so they check the adapters' layouts independently.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 For each trainer (``parity/trainers/``), each golden case (`parity.cases`) and each of the
 trainer's estimators: convert the episodes with the trainer's xpgym adapter, compute the
 advantages with the trainer's own code where it imports on CPU, and classify them against
-`xpgym.core.advantages` (`parity.core.classify`: exact / formula / mismatch / not
+`xpgym.training.advantages` (`parity.core.classify`: exact / formula / mismatch / not
 runnable). The trainer's layout checks run on the same batches. Prints a table (rich when
 installed), writes ``parity/report.json``, and exits 1 on any mismatch or failed layout
 check (0 otherwise; ``not runnable`` is not a failure, it is reported).
@@ -223,7 +223,9 @@ def print_table(report: dict[str, Any], file: Any = None) -> None:
         for row in rows:
             out.write(" | ".join(row) + "\n")
         return
-    table = Table(*header, title="parity: trainer advantages and layouts vs xpgym.core.advantages")
+    table = Table(
+        *header, title="parity: trainer advantages and layouts vs xpgym.training.advantages"
+    )
     for row in rows:
         table.add_row(*row)
     Console(file=file, width=240).print(table)

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 
 from parity.cases import Case, per_token
-from xpgym.core.advantages import discounted_returns, dr_grpo, grpo, rebn, rloo, turn_rewards
 from xpgym.core.trajectory import Episode
+from xpgym.training.advantages import discounted_returns, dr_grpo, grpo, rebn, rloo, turn_rewards
 
 __all__ = [
     "ALGORITHMS",
@@ -134,7 +134,7 @@ class Outcome:
 
 def reference_turns(algorithm: str, episodes: Sequence[Episode], gamma: float) -> np.ndarray:
     """``[B, T]`` per-turn advantages of the reference trainer (`xpgym.reference.trainer`
-    with its default options) for `algorithm`: the functions of `xpgym.core.advantages`
+    with its default options) for `algorithm`: the functions of `xpgym.training.advantages`
     with their defaults; a per-episode advantage is given to every turn."""
     rewards, mask = turn_rewards(episodes)
     if algorithm == "reinforce":

@@ -22,7 +22,7 @@ changed. `check` turns a result into the failures CI refuses (a crash, a missing
 step without policy tokens, unchanged parameters, a gap above its bound, a NaN).
 
 Every run sets ``XPGYM_EPISODE_LOG`` to ``<out>/episodes/<trainer>-seed<k>``, so each episode
-the trainer's workers finish is logged (`xpgym.core.episode_log`) and the result carries
+the trainer's workers finish is logged (`xpgym.core.wrappers.episode_log`) and the result carries
 ``mean_return`` per block of one step's episodes: the curve `parity.gpu` bands on the GPU
 runners, read by the same code.
 """
@@ -47,7 +47,7 @@ from typing import Any
 from parity.curves import CurveConfig, start_weights, tokenizer_and_model
 from parity.gpu import curve
 from parity.trainers._layout import package_version
-from xpgym.core.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
+from xpgym.core.wrappers.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
 
 __all__ = [
     "GAP_BOUNDS",
@@ -168,7 +168,7 @@ def run_trl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         make_rollout_func,
         task_dataset,
     )
-    from xpgym.core.episode_runner import make_tasks
+    from xpgym.rollout.runner import make_tasks
 
     started = time.perf_counter()
     torch.manual_seed(cfg.seed)

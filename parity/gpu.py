@@ -9,7 +9,7 @@
 episodes per step and steps for every trainer); ``run`` (what the workflow
 ``.github/workflows/parity-gpu.yml`` calls) runs it with ``XPGYM_EPISODE_LOG`` pointing at
 ``<results>/<env>/<trainer>-seed<k>``, so every episode any of the trainer's workers
-finishes is logged (`xpgym.core.episode_log`), and stops it once the run's episodes are in
+finishes is logged (`xpgym.core.wrappers.episode_log`), and stops it once the run's episodes are in
 (`supervise`). ``collect`` reads those logs, turns each run
 into a curve (mean return of every consecutive `RunSpec.episodes_per_step` episodes, in the
 order they ended: the x axis is experience, the same for every trainer), averages a
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from parity.curves import band, inside_fraction, smooth
-from xpgym.core.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
+from xpgym.core.wrappers.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
 
 __all__ = [
     "GPU_ENVS",

@@ -57,7 +57,7 @@ class BinarySearch:
 def play(args: Args, policy: str) -> dict[str, float]:
     """Play `args.episodes` episodes; return mean return, success rate and mean length."""
     vec = xpgym.make_vec(
-        args.env, args.num_envs, vectorization_mode="async", wrappers=[EpisodeStatistics]
+        args.env, args.num_envs, vectorization_mode="thread", wrappers=[EpisodeStatistics]
     )
     searcher = BinarySearch(args.num_envs)
     _, infos = vec.reset(seed=args.seed)

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from xpgym.core.cli import parse_dataclass_args
+from xpgym.recipe_args import parse_dataclass_args
 
 
 @dataclass
@@ -126,10 +126,10 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
 
     import xpgym
     from xpgym.adapters.oat import OatEnginePolicy, batch_normalize, to_transition_data
-    from xpgym.core.advantages import discounted_returns, rebn, turn_rewards
-    from xpgym.core.policies.hf import HFPolicy
-    from xpgym.core.rollout import RolloutCollector
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.rollout.collector import RolloutCollector
+    from xpgym.rollout.policies.hf import HFPolicy
+    from xpgym.training.advantages import discounted_returns, rebn, turn_rewards
 
     config = oat_fields(args)
     tokenizer = build_tiny_tokenizer(env_corpus(xpgym.make(args.env_id), episodes=5))

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from xpgym.core.cli import parse_dataclass_args
+from xpgym.recipe_args import parse_dataclass_args
 
 ESTIMATOR = {  # --algorithm -> (--algo.advantage.estimator, xpgym override or None)
     "rebn": ("reinforce", "rebn"),
@@ -126,7 +126,7 @@ def check_args(args: Args) -> None:
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, str]]:
     """One JSONL prompt per task; its label (`make_label`) names the episode to play."""
     from xpgym.adapters.openrlhf import make_label
-    from xpgym.core.episode_runner import make_tasks
+    from xpgym.rollout.runner import make_tasks
 
     _, override = ESTIMATOR[args.algorithm]
     rows = [
@@ -172,17 +172,17 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     """Flags, dataset, one batch through the executor, converted and advantaged; no GPU."""
     import xpgym
     from xpgym.adapters.openrlhf import AgentExecutor, agent_output, to_experience, turn_advantages
-    from xpgym.core.advantages import (
+    from xpgym.core.chat import ChatPromptBuilder
+    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.rollout.policies.hf import HFPolicy
+    from xpgym.rollout.runner import EpisodeTask, policy_generate, run_episode
+    from xpgym.training.advantages import (
         broadcast_to_tokens,
         discounted_returns,
         rebn,
         turn_index_from_mask,
         turn_rewards,
     )
-    from xpgym.core.chat import ChatPromptBuilder
-    from xpgym.core.episode_runner import EpisodeTask, policy_generate, run_episode
-    from xpgym.core.policies.hf import HFPolicy
-    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
     flags = openrlhf_flags(args, out_dir)
     rows = write_dataset(args, out_dir)[: args.rollout_batch_size]

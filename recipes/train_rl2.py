@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from xpgym.core.cli import parse_dataclass_args
+from xpgym.recipe_args import parse_dataclass_args
 
 ESTIMATOR = {  # --algorithm -> (adv.estimator, adv.norm_var)
     "rebn": ("xpgym_rebn", False),
@@ -118,7 +118,7 @@ def check_args(args: Args) -> None:
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, Any]]:
     """One JSONL row per task: only ``extra_info`` (no ``prompt``: the env module resets)."""
     from xpgym.adapters.rl2 import make_extra_info
-    from xpgym.core.episode_runner import make_tasks
+    from xpgym.rollout.runner import make_tasks
 
     rows = [
         {"extra_info": make_extra_info(task, tokenizer=args.model, max_turns=args.max_turns)}
@@ -182,10 +182,10 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
 
     import xpgym
     from xpgym.adapters import rl2
-    from xpgym.core.advantages import discounted_returns, rebn
-    from xpgym.core.episode_runner import policy_generate
-    from xpgym.core.policies.hf import HFPolicy
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.rollout.policies.hf import HFPolicy
+    from xpgym.rollout.runner import policy_generate
+    from xpgym.training.advantages import discounted_returns, rebn
 
     config = compose_config(rl2_overrides(args, out_dir))
     OmegaConf.resolve(config)

@@ -43,13 +43,13 @@ import torch
 from tqdm import tqdm
 
 import xpgym
-from xpgym.core.cli import parse_dataclass_args
-from xpgym.core.policies.hf import HFPolicy
-from xpgym.core.rollout import RolloutCollector
 from xpgym.core.trajectory import Episode, save_episodes
+from xpgym.recipe_args import parse_dataclass_args
 from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 from xpgym.reference.trainer import Trainer, TrainerConfig
 from xpgym.reference.warm_start import CORPUS_SEED, RandomValidGuesser, number_range, pretrain
+from xpgym.rollout.collector import RolloutCollector
+from xpgym.rollout.policies.hf import HFPolicy
 
 HELD_OUT_SEED = 2_000_003  # evaluation episodes' seeds derive from this; training never uses it
 

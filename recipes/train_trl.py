@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from xpgym.core.cli import parse_dataclass_args
 from xpgym.core.wrappers.limits import PiecewiseTurnSchedule
+from xpgym.recipe_args import parse_dataclass_args
 
 ALGORITHMS = ("rebn", "reinforce", "grpo")
 
@@ -145,7 +145,7 @@ def build_trainer(args: Args, model: Any, tokenizer: Any, config: Any) -> Any:
     from trl import GRPOTrainer
 
     from xpgym.adapters.trl import TurnCreditGRPOTrainer, episode_reward, task_dataset
-    from xpgym.core.episode_runner import make_tasks
+    from xpgym.rollout.runner import make_tasks
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")  # rollout_func is experimental
     common = {
@@ -182,7 +182,7 @@ def reference_per_turn(
 ) -> np.ndarray:
     """Per-turn reference advantages, turns read off the rollout columns directly (a turn
     ends where ``env_mask`` drops from 1 to 0 or the completion ends)."""
-    from xpgym.core.advantages import discounted_returns, rebn
+    from xpgym.training.advantages import discounted_returns, rebn
 
     rewards = []
     for row, mask in zip(token_rewards, env_mask, strict=True):
@@ -199,8 +199,8 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     """TRL's trainer around a tiny offline model; one batch through ``rollout_func`` and
     TRL's ``_generate_and_score_completions`` (rewards, group statistics, advantages)."""
     import xpgym
-    from xpgym.core.episode_runner import make_tasks
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.rollout.runner import make_tasks
 
     # The tiny model rambles until its budget: keep the turns short.
     args = replace(args, max_new_tokens=min(args.max_new_tokens, 16))

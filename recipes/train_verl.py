@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from xpgym.core.cli import parse_dataclass_args
+from xpgym.recipe_args import parse_dataclass_args
 
 
 @dataclass
@@ -108,7 +108,7 @@ def check_args(args: Args) -> None:
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, Any]]:
     """The task rows (one per reset seed) as parquet, and the agent-loop registry file."""
     from xpgym.adapters.verl import write_run_files
-    from xpgym.core.episode_runner import make_tasks
+    from xpgym.rollout.runner import make_tasks
 
     return write_run_files(
         out_dir,
@@ -149,21 +149,21 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
 
     import xpgym
     from xpgym.adapters.verl import ALGORITHMS, XpgymAgentLoop, episode_outputs, to_data_proto
-    from xpgym.core.advantages import (
+    from xpgym.core.chat import ChatPromptBuilder
+    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.rollout.policies.hf import HFPolicy
+    from xpgym.rollout.runner import (
+        EpisodeTask,
+        policy_generate,
+        run_episode,
+    )
+    from xpgym.training.advantages import (
         broadcast_to_tokens,
         discounted_returns,
         rebn,
         turn_index_from_mask,
         turn_rewards,
     )
-    from xpgym.core.chat import ChatPromptBuilder
-    from xpgym.core.episode_runner import (
-        EpisodeTask,
-        policy_generate,
-        run_episode,
-    )
-    from xpgym.core.policies.hf import HFPolicy
-    from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 
     config = compose_config(args, out_dir)
     validate_config(config, need_reference_policy(config), need_critic(config))  # verl's checks

@@ -36,8 +36,8 @@ from typing import Any
 
 import torch
 
-from xpgym.core.cli import parse_dataclass_args
-from xpgym.core.rollout import RolloutCollector
+from xpgym.recipe_args import parse_dataclass_args
+from xpgym.rollout.collector import RolloutCollector
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV_METHODS = ("reset", "step", "get_states", "set_states", "get_attr", "call")

@@ -123,8 +123,9 @@ def make_vec(lib, job):
         if mode == "async":  # GEM's AsyncVectorEnv has no close()
             return vec, vec.thread_pool_executer.shutdown
         return vec, lambda: None
+    # "async" is GEM's name for its thread pool; xpgym's is "thread" ("async" is refused)
     vec = lib.make_vec(
-        job["env_id"], n, vectorization_mode=mode,
+        job["env_id"], n, vectorization_mode="thread" if mode == "async" else mode,
         vector_kwargs={"autoreset_mode": job["autoreset"]},
     )
     return vec, vec.close

@@ -30,8 +30,8 @@ def _episodes(model_dir: Path, count: int, seed: int) -> list[Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import xpgym
-    from xpgym.core.policies.hf import HFPolicy
-    from xpgym.core.rollout import RolloutCollector
+    from xpgym.rollout.collector import RolloutCollector
+    from xpgym.rollout.policies.hf import HFPolicy
 
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir)

@@ -4,7 +4,7 @@
     python scripts/record_golden.py ENV_ID --seed 0 --random-actions 8
     python scripts/record_golden.py toolgym:ID --seed 0 --oracle-actions 4 --action '...'
 
-Writes `tests/golden/<env id with ':' and '/' replaced by '__'>.json` (or `--out`).
+Writes `tests/envs/golden/<env id with ':' and '/' replaced by '__'>.json` (or `--out`).
 `tests/test_golden_transcripts.py` replays every file there and fails on any difference,
 so a behaviour change forces a new version id (or a deliberate re-recording).
 """
@@ -18,7 +18,7 @@ from typing import Any
 
 import xpgym
 
-GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "golden"
+GOLDEN_DIR = Path(__file__).resolve().parent.parent / "tests" / "envs" / "golden"
 
 
 def record(env_id: str, seed: int, actions: list[str]) -> dict[str, Any]:

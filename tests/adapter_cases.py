@@ -25,9 +25,9 @@ import numpy as np
 from toy_envs import rewarded_toy_env
 
 from xpgym.core.errors import InfraCause
-from xpgym.core.policies import Generation
-from xpgym.core.recorder import EpisodeRecorder
 from xpgym.core.trajectory import Episode, Turn
+from xpgym.rollout.policies import Generation
+from xpgym.rollout.recorder import EpisodeRecorder
 
 GAMMA = 0.9
 PAD = 0

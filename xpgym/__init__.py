@@ -25,7 +25,6 @@ from xpgym.core.registry import (
     make,
     make_vec,
     register,
-    register_alias,
     spec,
 )
 from xpgym.envs import register_builtin_envs
@@ -53,7 +52,6 @@ __all__ = [
     "make",
     "make_vec",
     "register",
-    "register_alias",
     "spec",
 ]
 
@@ -63,7 +61,6 @@ _LAZY = {
     "VectorEnv": "xpgym.core.vector",
     "SyncVectorEnv": "xpgym.core.vector",
     "ThreadVectorEnv": "xpgym.core.vector",
-    "AsyncVectorEnv": "xpgym.core.vector",  # deprecated: xpgym.core.vector warns
     "ProcessVectorEnv": "xpgym.core.vector",
     "MultiAgentEnv": "xpgym.core.multiagent",
     "AgentSelector": "xpgym.core.multiagent",

@@ -9,8 +9,8 @@ import numpy as np
 
 from parity.cases import per_token, policy_positions
 from parity.core import TokenValues
-from xpgym.core.advantages import dr_grpo, grpo, rloo, whiten
 from xpgym.core.trajectory import Episode
+from xpgym.training.advantages import dr_grpo, grpo, rloo, whiten
 
 __all__ = [
     "EPS32",

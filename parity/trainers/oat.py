@@ -20,8 +20,8 @@ import numpy as np
 from parity.cases import Case, policy_tokens, token_rewards
 from parity.core import TOL, Estimator, LayoutCheck, TokenValues, TrainerSpec
 from parity.trainers._layout import check_same, package_version
-from xpgym.core.advantages import discounted_returns, turn_rewards
 from xpgym.core.trajectory import Episode
+from xpgym.training.advantages import discounted_returns, turn_rewards
 
 __all__ = ["SPEC"]
 

@@ -97,7 +97,7 @@ def _maker(estimator: str, gamma: float, n: int) -> Any:
 
 def _experience(case: Case, episodes: list[Episode], advantage: str | None = None) -> Any:
     from xpgym.adapters.openrlhf import make_label, to_experience
-    from xpgym.core.episode_runner import EpisodeTask
+    from xpgym.rollout.runner import EpisodeTask
 
     labels = [
         make_label(

@@ -17,8 +17,8 @@ from parity.cases import Case, policy_tokens, token_rewards
 from parity.core import TOL, Estimator, Formula, LayoutCheck, TokenValues, TrainerSpec, read_masked
 from parity.trainers._formulas import KEEP_TEXT, keep_single_members, token_discounted_whitened
 from parity.trainers._layout import check_padding, check_same, package_version
-from xpgym.core.advantages import discounted_returns, turn_rewards
 from xpgym.core.trajectory import Episode
+from xpgym.training.advantages import discounted_returns, turn_rewards
 
 __all__ = ["SPEC"]
 

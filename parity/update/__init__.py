@@ -111,7 +111,7 @@ class Semantics:
 def _episode_batch_norm(batch: Any) -> Any:
     """ROLL's trajectory advantages: each episode's total reward normalised over every episode
     of the batch (unbiased std, eps 1e-6 on the std), on each of its policy tokens."""
-    from xpgym.core.advantages import broadcast_to_tokens, grpo
+    from xpgym.training.advantages import broadcast_to_tokens, grpo
 
     scores = batch.scores
     normalised = grpo(scores, ["batch"] * len(scores), std="unbiased", eps=1e-6)
@@ -205,8 +205,8 @@ def build_episodes(
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     import xpgym
-    from xpgym.core.policies.hf import HFPolicy
-    from xpgym.core.rollout import collect_episodes
+    from xpgym.rollout.collector import collect_episodes
+    from xpgym.rollout.policies.hf import HFPolicy
 
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)

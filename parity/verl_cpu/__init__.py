@@ -32,7 +32,13 @@ from __future__ import annotations
 
 from parity.trainers._layout import package_version
 
-__all__ = ["PINS", "check_versions"]
+__all__ = ["PINS", "REPORT_DIR_ENV", "ROLLOUT_NAME", "check_versions"]
+
+REPORT_DIR_ENV = "PARITY_VERL_CPU_DIR"
+"""Environment variable naming the directory the rollout server writes ``weights.json`` to."""
+
+ROLLOUT_NAME = "hf_cpu"
+"""``actor_rollout_ref.rollout.name`` of `parity.verl_cpu.rollout`'s replica."""
 
 PINS: dict[str, str] = {"verl": "0.9.1", "transferqueue": "0.1.11", "ray": "2.60.0"}
 """Distribution -> the exact version this harness is tested with."""

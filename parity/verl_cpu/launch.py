@@ -13,6 +13,8 @@ import os
 import sys
 from pathlib import Path
 
+from parity.verl_cpu import REPORT_DIR_ENV, ROLLOUT_NAME, check_versions
+
 ENV_ID = "game:GuessTheNumber-v0-easy"
 TASKS_PER_STEP = 4
 MAX_TURNS = 6
@@ -26,9 +28,6 @@ PLATFORM = "cpu"
 
 PLUGIN = "parity.verl_cpu.platform"
 """The module verl imports in each of its processes (``VERL_USE_EXTERNAL_MODULES``)."""
-
-REPORT_DIR_ENV = "PARITY_VERL_CPU_DIR"
-"""Environment variable naming the directory the rollout server writes ``weights.json`` to."""
 
 CPU_OVERRIDES = [
     "trainer.device=cpu",
@@ -73,15 +72,13 @@ def harness_env(run_dir: Path) -> dict[str, str]:
 
 def main(run_dir: Path, model_dir: Path, steps: int) -> None:
     """Train `steps` optimizer steps from `model_dir`; metrics go to ``run_dir``."""
-    from parity.verl_cpu import check_versions
 
     check_versions()
     import verl  # noqa: F401  (first: verl imports PLUGIN, which registers the harness)
     from verl.trainer.main_ppo import TaskRunnerV1, run_ppo
 
-    from parity.verl_cpu.rollout import ROLLOUT_NAME
     from xpgym.adapters.verl import ppo_config, ppo_overrides, write_run_files
-    from xpgym.core.episode_runner import make_tasks
+    from xpgym.rollout.runner import make_tasks
 
     write_run_files(
         run_dir,

@@ -5,7 +5,7 @@ verl's agent loop asks a rollout replica's server actor for
 ships servers for vLLM, SGLang and TensorRT-LLM only; this module registers a fourth,
 ``hf_cpu``:
 
-- `HFRolloutServer`: a Ray actor over `xpgym.core.policies.hf.HFPolicy` (``transformers``
+- `HFRolloutServer`: a Ray actor over `xpgym.rollout.policies.hf.HFPolicy` (``transformers``
   generation, sampler log-probs of ``log_softmax(logits / temperature)``), one request at a
   time. Every output's ``extra_fields["global_steps"]`` is the trainer step whose weights it
   holds, as verl's servers report it.
@@ -35,11 +35,8 @@ from verl.workers.rollout import base as rollout_base
 from verl.workers.rollout.base import BaseRollout
 from verl.workers.rollout.replica import RolloutReplica, RolloutReplicaRegistry, TokenOutput
 
-from parity.verl_cpu.launch import REPORT_DIR_ENV
-from xpgym.core.policies.hf import HFPolicy
-
-ROLLOUT_NAME = "hf_cpu"
-"""``actor_rollout_ref.rollout.name`` of this rollout."""
+from parity.verl_cpu import REPORT_DIR_ENV, ROLLOUT_NAME
+from xpgym.rollout.policies.hf import HFPolicy
 
 TIMEOUT_S = 120.0
 """Longest wait for the server actor to start, be found, or take a weight update."""

@@ -85,7 +85,7 @@ def _oat(episodes: list[Episode]) -> Any:  # per-turn rows: Oat learns on transi
 
 
 def _core_rows(episodes: list[Episode]) -> Any:  # the shared layout every adapter builds on
-    from xpgym.core.layouts import episode_rows
+    from xpgym.training.layouts import episode_rows
 
     return episode_rows(episodes)
 

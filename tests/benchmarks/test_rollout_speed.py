@@ -21,7 +21,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the demo needs torch (the torch extra)")
 
-from xpgym.core.rollout import RolloutCollector  # noqa: E402
+from xpgym.rollout.collector import RolloutCollector  # noqa: E402
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_rollout.py"
 PRETRAIN_STEPS = 15

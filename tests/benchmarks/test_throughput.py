@@ -6,7 +6,7 @@ with the same method as ``docs/benchmarks.md`` and ``scripts/bench_vs_gem.py``:
 * ``import xpgym`` wall time in a fresh interpreter (``python -c "import xpgym"``);
 * one ``game:GuessTheNumber-v0-easy`` env stepped `SINGLE_STEPS` times (reset on episode end),
   as `make` returns it and in a `MaxTurns` + `EpisodeStatistics` wrapper stack;
-* 64 of them in a vector env (``sync``, ``async``, ``process``), `BATCH_STEPS` batch steps;
+* 64 of them in a vector env (``sync``, ``thread``, ``process``), `BATCH_STEPS` batch steps;
 * the CPU-heavy `cpu_heavy_env.LatinSquareEnv` (reset about 300-500 us): its reset alone,
   and 64 of them in ``sync`` vs ``process`` vector envs.
 
@@ -128,7 +128,7 @@ def test_single_env(benchmark: Any, stack: str) -> None:
     _record(benchmark, "single" if stack == "bare" else "single_wrapped", SINGLE_STEPS, ratios)
 
 
-@pytest.mark.parametrize("mode", ["sync", "async", "process"])
+@pytest.mark.parametrize("mode", ["sync", "thread", "process"])
 def test_vector_guess_the_number(benchmark: Any, mode: str) -> None:
     """64 GuessTheNumber-easy envs, `BATCH_STEPS` batch steps (SAME_STEP autoreset)."""
     batches = _batches(GUESS_ID, BATCH_STEPS)

@@ -9,7 +9,7 @@ learner subclasses are built on demand by `oat_classes`.
    single-step path, what GEM's ReBN recipe uses) and `to_transitions` (per-episode lists
    of ``Transition``: the ``PPOMultiTurnActor`` path).
 2. **Hooks** (`oat_classes`): ``XpgymActor(PPOActor)`` whose ``step`` collects episodes from
-   xpgym envs with `xpgym.core.rollout.RolloutCollector` and Oat's own vLLM engine
+   xpgym envs with `xpgym.rollout.collector.RolloutCollector` and Oat's own vLLM engine
    (`OatEnginePolicy`, token-in/token-out) and returns one row per prompt of Oat's batch,
    and ``XpgymLearner(PPOLearner)`` whose ``compute_monte_carlo_advantages`` is ReBN
    (`batch_normalize` over all ranks) and whose ``prepare_data`` needs no prompt dataset.
@@ -69,10 +69,10 @@ import_optional("oat.types", needed_by="xpgym.adapters.oat", install=_INSTALL)
 
 from oat.types import Transition, TransitionData  # noqa: E402
 
-from xpgym.core.advantages import discounted_returns, turn_rewards  # noqa: E402
-from xpgym.core.episode_runner import generation_from_ids  # noqa: E402
-from xpgym.core.policies import Generation  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics  # noqa: E402
+from xpgym.rollout.policies import Generation  # noqa: E402
+from xpgym.rollout.runner import generation_from_ids  # noqa: E402
+from xpgym.training.advantages import discounted_returns, turn_rewards  # noqa: E402
 
 __all__ = [
     "OatEnginePolicy",
@@ -311,7 +311,8 @@ def oat_classes() -> tuple[type, type, type]:
     )
 
     import xpgym
-    from xpgym.core.rollout import RolloutCollector
+    from xpgym.core.wrappers.episode_log import log_episodes_if_requested
+    from xpgym.rollout.collector import RolloutCollector
 
     @dataclass
     class XpgymArgs(ppo.PPOArgs):
@@ -328,7 +329,9 @@ def oat_classes() -> tuple[type, type, type]:
         def step(self, prompts: Any, formatted_prompts: Any, references: Any = None) -> Any:
             if not hasattr(self, "_xpgym_collector"):
                 policy = OatEnginePolicy(self.generate, self.sampling_params, self.tokenizer)
-                vec = xpgym.make_vec(self.args.env_id, self.args.num_envs)
+                vec = xpgym.make_vec(
+                    self.args.env_id, self.args.num_envs, wrappers=[log_episodes_if_requested]
+                )
                 self._xpgym_collector = RolloutCollector(vec, policy, max_turns=self.args.max_turns)
                 self._xpgym_steps = 0
             self._xpgym_steps += 1

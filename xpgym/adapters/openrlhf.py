@@ -17,7 +17,7 @@ parts:
    whose labels ask for it (``advantage="rebn"``/``"reinforce"`` in `make_label`): it reads
    each episode's per-turn rewards from the label (the executor writes them there), finds
    the turns as the runs of ``action_mask``, and computes ``rebn(discounted_returns(...))``
-   exactly as `xpgym.core.advantages`. Other batches go to OpenRLHF's own code. The method
+   exactly as `xpgym.training.advantages`. Other batches go to OpenRLHF's own code. The method
    runs in OpenRLHF's ``PPOTrainer`` Ray actor: install it there with Ray's
    ``worker_process_setup_hook`` (the recipe does).
 
@@ -86,22 +86,22 @@ import torch  # noqa: E402
 from openrlhf.trainer.ppo_utils.experience import Experience  # noqa: E402
 from openrlhf.utils.agent import AgentExecutorBase  # noqa: E402
 
-from xpgym.core.advantages import (  # noqa: E402
-    TOKEN_ESTIMATORS,
-    infra_filled_scores,
-    token_advantages,
-    turn_index_from_mask,
-)
 from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
-from xpgym.core.episode_runner import (  # noqa: E402
+from xpgym.core.trajectory import METRICS_PREFIX, Episode, episode_metrics  # noqa: E402
+from xpgym.rollout.policies import Generation  # noqa: E402
+from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
     generation_from_ids,
     run_episode,
     task_env_pool,
 )
-from xpgym.core.layouts import episode_rows, shift_to_predictions  # noqa: E402
-from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import METRICS_PREFIX, Episode, episode_metrics  # noqa: E402
+from xpgym.training.advantages import (  # noqa: E402
+    TOKEN_ESTIMATORS,
+    infra_filled_scores,
+    token_advantages,
+    turn_index_from_mask,
+)
+from xpgym.training.layouts import episode_rows, shift_to_predictions  # noqa: E402
 
 __all__ = [
     "AGENT_FUNC_PATH",

@@ -16,7 +16,7 @@ differs (see the end of this docstring). Three parts:
    rewards (gamma ignored) and normalises episode scores, so per-turn returns and ReBN are
    not expressible. ``adv.estimator=xpgym_rebn`` (or ``xpgym_reinforce``) with this override
    installed computes per-turn ``G_t`` (``adv.gamma``) over each trajectory's turns, across
-   its sequences (``cu_seqs``), then ReBN over all turns, exactly as `xpgym.core.advantages`.
+   its sequences (``cu_seqs``), then ReBN over all turns, exactly as `xpgym.training.advantages`.
    It patches ``RL2.trainer.ppo.compute_advantages`` (the name RL2's trainer calls); other
    estimators go to RL2's own function.
 
@@ -46,7 +46,7 @@ Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`)
 in the per-turn override `turn_advantages`). RL2's own ``reinforce`` groups fixed blocks of
 ``responses_per_prompt`` over action tokens only, so there a failed member counts with score
 0. The env module (`reset`/`step`) ends such an episode at the failed step (``done``; a
-step that raises is one, `xpgym.core.episode_runner.isolated_step`) and marks the sample's
+step that raises is one, `xpgym.rollout.runner.isolated_step`) and marks the sample's
 ``extra_info`` (`INFRA_ERROR_KEY`); RL2's env API has no per-sample loss mask, so
 `install_infra_masking` wraps RL2's ``Rollout.rollout`` to zero that sample's
 ``action_mask`` and ``rewards`` (`mask_infra_sample`).
@@ -62,7 +62,7 @@ and runs the turn loop itself (``add_llm_response``/``add_env_response`` on a ``
 with token ids from SGLang; config keys moved (``rollout.train.*``,
 ``rollout.env_path``); advantages still come from ``compute_advantages`` in
 ``RL2/utils/algorithms.py`` and keep the same tensor-dict keys. A ``generate`` over
-`xpgym.core.episode_runner.run_episode` would be the port.
+`xpgym.rollout.runner.run_episode` would be the port.
 """
 
 from __future__ import annotations
@@ -84,18 +84,18 @@ import_optional("RL2", needed_by="xpgym.adapters.rl2", install=_INSTALL)
 
 import torch  # noqa: E402
 
-from xpgym.core.advantages import token_advantages  # noqa: E402
 from xpgym.core.chat import ChatPromptBuilder, observation_messages  # noqa: E402
 from xpgym.core.env import Env  # noqa: E402
-from xpgym.core.episode_runner import EpisodeTask, isolated_step, task_env_pool  # noqa: E402
-from xpgym.core.layouts import (  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
+from xpgym.rollout.policies import Generation  # noqa: E402
+from xpgym.rollout.recorder import EpisodeRecorder  # noqa: E402
+from xpgym.rollout.runner import EpisodeTask, isolated_step, task_env_pool  # noqa: E402
+from xpgym.training.advantages import token_advantages  # noqa: E402
+from xpgym.training.layouts import (  # noqa: E402
     episode_rows,
     shift_to_predictions,
     zero_padded_positions,
 )
-from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.recorder import EpisodeRecorder  # noqa: E402
-from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 
 __all__ = [
     "ENV_PATH",
@@ -279,7 +279,7 @@ def make_extra_info(
         tokenizer: Name or path of the policy's tokenizer (the model), loaded once with
             ``transformers.AutoTokenizer`` to render observations with its chat template.
         max_turns: RL2's ``rollout.max_turns`` (the env module ends the episode there too:
-            the loop-side limit of `xpgym.core.recorder.EpisodeRecorder`).
+            the loop-side limit of `xpgym.rollout.recorder.EpisodeRecorder`).
         system_prompt: Prepended to the first observation as a system message.
     """
     return {

@@ -57,7 +57,7 @@ over the batch. In xpgym's terms (from ROLL's source; not run here)::
 
 Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): their rows
 have ``response_mask`` False and ``scores`` 0 (no loss), ``traj_group_id``/``group_ids`` a
-group of their own (`xpgym.core.layouts`), so ``mean_std`` grouped by ``traj_group_id`` gives
+group of their own (`xpgym.training.layouts`), so ``mean_std`` grouped by ``traj_group_id`` gives
 the other members exactly their advantages without them; ``non_tensor_batch["infra_error"]``
 marks them. ROLL's batch-grouped normalisation (``step_reinforce``) still counts their rows'
 scores (0.0) in the batch statistics.
@@ -83,15 +83,16 @@ gem = import_trainer("gem", adapter="roll", install=_INSTALL)  # gem configures 
 
 from gem.core import Env as GemEnv  # noqa: E402
 
-from xpgym.core.layouts import (  # noqa: E402
+from xpgym.core.registry import list_envs  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
+from xpgym.rollout.env_pool import make_trainer_env  # noqa: E402
+from xpgym.training.layouts import (  # noqa: E402
     Layout,
     build_rows,
     on_last_policy_token,
     shift_to_predictions,
     zero_padded_positions,
 )
-from xpgym.core.registry import list_envs, make  # noqa: E402
-from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 
 __all__ = [
     "PREFIX",
@@ -145,14 +146,14 @@ class XpgymGemEnv(GemEnv):
     Args:
         xpgym_id: The xpgym id (GEM's ``make`` owns the name ``env_id``).
         seed: Default seed of `reset` (optional).
-        **kwargs: Passed to ``xpgym.make``.
+        **kwargs: Passed to ``xpgym.make`` (`xpgym.rollout.env_pool.make_trainer_env`).
     """
 
     def __init__(self, xpgym_id: str, seed: int | None = None, **kwargs: Any) -> None:
         super().__init__()
         self.xpgym_id = xpgym_id
         self.default_seed = seed
-        self.env = make(xpgym_id, **kwargs)
+        self.env = make_trainer_env(xpgym_id, **kwargs)
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         """Reset the xpgym env (never GEM's global seeding)."""

@@ -4,17 +4,17 @@ Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)``, an experimental TR
 ``TRL_EXPERIMENTAL_SILENCE=1`` to silence its warning). Three parts:
 
 1. **Converter** `to_rollout_output`: episodes -> the dict a TRL ``rollout_func`` returns,
-   one completion per episode (`xpgym.core.layouts.episode_rows`).
+   one completion per episode (`xpgym.training.layouts.episode_rows`).
 2. **Hook** `make_rollout_func`: a ``rollout_func`` that plays each prompt as one whole
-   xpgym episode with the trainer's current model (`xpgym.core.episode_runner.run_episode`
-   over `xpgym.core.policies.hf.HFPolicy`), token-exactly. The dataset's ``prompt`` column
-   holds `xpgym.core.episode_runner.EpisodeTask` JSON (`task_dataset`); TRL repeats each
+   xpgym episode with the trainer's current model (`xpgym.rollout.runner.run_episode`
+   over `xpgym.rollout.policies.hf.HFPolicy`), token-exactly. The dataset's ``prompt`` column
+   holds `xpgym.rollout.runner.EpisodeTask` JSON (`task_dataset`); TRL repeats each
    prompt ``num_generations`` times, so the repeats play the same task (same seed, same
    start state) and form one GRPO group. `episode_reward` is the reward function that
    hands each episode's total reward to TRL.
 3. **Per-turn credit** `TurnCreditGRPOTrainer`: TRL's group advantage is one scalar per
    completion; this subclass replaces it with per-token REINFORCE or ReBN advantages from
-   the per-turn rewards (`turn_advantages`, equal to `xpgym.core.advantages` to 1e-6),
+   the per-turn rewards (`turn_advantages`, equal to `xpgym.training.advantages` to 1e-6),
    through TRL's documented subclass point: ``_compute_loss`` accepts ``(B, T)``
    advantages.
 
@@ -45,7 +45,7 @@ Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`)
 ``env_mask`` is all 0 (no loss; no turn for `turn_advantages`) and ``token_rewards`` 0.
 TRL groups fixed blocks of ``num_generations``, so a failed member cannot leave its group:
 its ``episode_reward`` is the mean of the healthy members of its group among the episodes
-of the call (`xpgym.core.advantages.infra_filled_scores`, which names the exact effect on
+of the call (`xpgym.training.advantages.infra_filled_scores`, which names the exact effect on
 the std). ``infra_error`` (a bool per completion) marks them.
 
 Differences from the reference trainer that change curves (advantages, loss aggregation,
@@ -69,23 +69,23 @@ import_trainer("trl", adapter="trl", install=_INSTALL)
 import torch  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
-from xpgym.core.advantages import (  # noqa: E402
-    TOKEN_ESTIMATORS,
-    TokenEstimator,
-    infra_filled_scores,
-    token_advantages,
-)
 from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
-from xpgym.core.episode_runner import (  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
+from xpgym.core.wrappers.limits import HorizonSchedule  # noqa: E402
+from xpgym.rollout.policies.hf import HFPolicy  # noqa: E402
+from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
     policy_generate,
     run_episode,
     task_env_pool,
 )
-from xpgym.core.layouts import episode_rows  # noqa: E402
-from xpgym.core.policies.hf import HFPolicy  # noqa: E402
-from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
-from xpgym.core.wrappers.limits import HorizonSchedule  # noqa: E402
+from xpgym.training.advantages import (  # noqa: E402
+    TOKEN_ESTIMATORS,
+    TokenEstimator,
+    infra_filled_scores,
+    token_advantages,
+)
+from xpgym.training.layouts import episode_rows  # noqa: E402
 
 __all__ = [
     "RolloutFunc",
@@ -113,8 +113,8 @@ def to_rollout_output(episodes: Sequence[Episode]) -> dict[str, Any]:
     """The ``rollout_func`` output for `episodes`, one completion each (module docstring).
 
     Args:
-        episodes: Token-exact episodes (`xpgym.core.layouts.episode_rows` raises
-            `xpgym.core.layouts.PrefixMismatchError` otherwise: TRL has one prompt and one
+        episodes: Token-exact episodes (`xpgym.training.layouts.episode_rows` raises
+            `xpgym.training.layouts.PrefixMismatchError` otherwise: TRL has one prompt and one
             completion per sample, so an episode cannot be split).
 
     Returns:
@@ -288,9 +288,9 @@ def turn_advantages(
     """``[B, C]`` float32 per-token advantages for TRL's ``_compute_loss``.
 
     Per-turn REINFORCE (``G_t = r_t + gamma * G_{t+1}``) or ReBN (``(G - mean) / (std +
-    eps)`` over every turn of the batch, `xpgym.core.advantages.rebn`'s population std and
+    eps)`` over every turn of the batch, `xpgym.training.advantages.rebn`'s population std and
     eps 1e-9), each turn's value on its policy tokens, 0 elsewhere: exactly
-    `xpgym.core.advantages.token_advantages`. Turns are the runs of 1s of `loss_mask`.
+    `xpgym.training.advantages.token_advantages`. Turns are the runs of 1s of `loss_mask`.
 
     Args:
         token_rewards: Per completion, the ``token_rewards`` column (``[C_b]``, unpadded).

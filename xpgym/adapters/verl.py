@@ -15,7 +15,7 @@ Four parts:
    of outputs, one per turn (``"per_turn"``; V1 stores each as its own row).
 3. **Estimators** ``xpgym_reinforce`` and ``xpgym_rebn``, registered with
    ``core_algos.register_adv_est`` when this module is imported (`register_estimators`):
-   per-turn REINFORCE returns and ReBN of `xpgym.core.advantages`, computed from verl's
+   per-turn REINFORCE returns and ReBN of `xpgym.training.advantages`, computed from verl's
    ``token_level_rewards`` and ``response_mask`` (turns = runs of the mask). verl runs
    estimators in its TaskRunner process: import this module there (`ppo_overrides` sets
    Ray's ``worker_process_setup_hook`` to `register_estimators`).
@@ -53,12 +53,12 @@ that turn's last policy token; ``per_turn`` rows carry the turn's **return**
 ``G_t = r_t + gamma * G_{t+1}`` on its last token, because a verl estimator sees rows, not
 episodes (gamma is ``algorithm.gamma``). With that, ``xpgym_reinforce`` and ``xpgym_rebn``
 give the same per-turn advantages in both layouts, equal to the reference
-(`xpgym.core.advantages`: ``rebn(discounted_returns(r, m, gamma), m)``, population std,
+(`xpgym.training.advantages`: ``rebn(discounted_returns(r, m, gamma), m)``, population std,
 ``eps = 1e-9`` added to the std). verl's built-in ``grpo``/``rloo`` read each row's reward
 sum, so they need ``per_episode`` rows (sum = the episode's total reward).
 
 Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): their rows
-have ``response_mask`` 0 and ``rm_scores`` 0 (`xpgym.core.layouts`), so no loss and no turn
+have ``response_mask`` 0 and ``rm_scores`` 0 (`xpgym.training.layouts`), so no loss and no turn
 in ``xpgym_reinforce``/``xpgym_rebn``; in `to_data_proto` their ``uid`` is a group of their
 own, so verl's ``grpo``/``rloo`` statistics of the other members are exactly those without
 them. ``meta_info["xpgym_metrics"]`` holds `infra_error_metrics` and the episodes' own
@@ -79,7 +79,6 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,17 +104,17 @@ with root_logging_kept():  # verl's logging_utils calls logging.basicConfig
     from verl.trainer.ppo import core_algos
     from verl.workers.rollout.replica import TokenOutput
 
-from xpgym.core.advantages import row_returns, token_advantages  # noqa: E402
 from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
-from xpgym.core.episode_runner import (  # noqa: E402
+from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics  # noqa: E402
+from xpgym.rollout.policies import Generation  # noqa: E402
+from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
     generation_from_ids,
     run_episode,
     task_env_pool,
 )
-from xpgym.core.layouts import Layout, PackedRows, build_rows  # noqa: E402
-from xpgym.core.policies import Generation  # noqa: E402
-from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics  # noqa: E402
+from xpgym.training.advantages import row_returns, token_advantages  # noqa: E402
+from xpgym.training.layouts import Layout, PackedRows, build_rows  # noqa: E402
 
 __all__ = [
     "AGENT_NAME",
@@ -269,7 +268,7 @@ def xpgym_rebn(
     """verl estimator ``xpgym_rebn``: ReBN over all turns of the batch (GEM's baseline).
 
     ``A_t = (G_t - mean(G)) / (std(G) + 1e-9)`` with the population std over every turn of
-    every row (`xpgym.core.advantages.token_advantages`); ``returns`` is ``G_t`` on each turn's
+    every row (`xpgym.training.advantages.token_advantages`); ``returns`` is ``G_t`` on each turn's
     tokens. Arguments as `xpgym_reinforce`.
     """
     rewards = token_level_rewards.detach().cpu().numpy()
@@ -412,7 +411,7 @@ class XpgymAgentLoop(AgentLoopBase):
     """verl agent loop that plays one xpgym episode per call of `run`.
 
     The row's ``extra_info`` (see `dataset_rows`) names the task; the loop makes (or
-    reuses) the env, plays it with `xpgym.core.episode_runner.run_episode` through
+    reuses) the env, plays it with `xpgym.rollout.runner.run_episode` through
     ``server_manager.generate`` (token-exact prompts from the tokenizer's chat template),
     and converts the episode with `to_data_proto`'s rules: one `XpgymAgentLoopOutput`
     (``per_episode``) or one per turn (``per_turn``). Per-turn generation budget: the row's
@@ -499,7 +498,6 @@ def episode_outputs(
     layout: Layout,
     gamma: float,
     metrics: AgentLoopMetrics | None = None,
-    pad_token_id: int | None = None,
     server_fields: Mapping[str, Any] | None = None,
 ) -> list[XpgymAgentLoopOutput]:
     """The agent-loop outputs of one episode: the rows of `to_data_proto`, unpadded.
@@ -507,16 +505,8 @@ def episode_outputs(
     Every output gets its own ``extra_fields``: `server_fields` (what verl's server reported
     for the episode, e.g. ``min_global_steps`` / ``max_global_steps``, which verl's V1
     trainer needs on every output) plus ``turn_scores``, ``tool_rewards`` and
-    ``reward_extra_info``. `pad_token_id` is deprecated and unused: the rows are read
-    without padding.
+    ``reward_extra_info``. The rows are read without padding.
     """
-    if pad_token_id is not None:
-        warnings.warn(
-            "episode_outputs(pad_token_id=...) is deprecated and unused: the rows are read "
-            "without padding; drop the argument",
-            DeprecationWarning,
-            stacklevel=2,
-        )
     rows = _rows([episode], layout=layout, gamma=gamma)
     outputs = []
     for b in range(len(rows)):

@@ -54,7 +54,7 @@ TEXT_CHARSET: str = string.printable + "".join(
 assigned characters of the Unicode blocks that math, games and puzzles use: Latin, Greek and
 Cyrillic letters, punctuation, math and technical symbols, arrows, box drawing, shapes,
 dingbats, emoji and variation selectors (~9,000 characters). Every offline xpgym env's text is
-inside it (tests/test_compat_gymnasium.py checks that); CJK, for one, is not."""
+inside it (tests/compat/test_compat_gymnasium.py checks that); CJK, for one, is not."""
 
 MAX_OBSERVATION_LENGTH = 2**16
 """Default longest observation in the observation space (characters)."""

@@ -1,8 +1,8 @@
 """The chat vocabulary: messages, chat tokenizers, prompts, and token-exact prompt building.
 
 Every part of xpgym that talks to a chat model speaks these types: the observation wrappers
-(`xpgym.core.wrappers.observation`), the policies (`xpgym.core.policies`), the episode
-loops (`xpgym.core.recorder` and the loops over it) and the adapters.
+(`xpgym.core.wrappers.observation`), the policies (`xpgym.rollout.policies`), the episode
+loops (`xpgym.rollout.recorder` and the loops over it) and the adapters.
 
 * `Message`: one chat message, ``{"role": ..., "content": ...}``.
 * `ChatTokenizer` / `PromptTokenizer`: what xpgym needs of a Hugging Face-style tokenizer
@@ -35,7 +35,7 @@ Message = dict[str, str]
 """A chat message: ``{"role": "system" | "user" | "tool" | "assistant", "content": str}``."""
 
 Prompt = list[int] | str | list[Message]
-"""What a policy is given (see `xpgym.core.policies`):
+"""What a policy is given (see `xpgym.rollout.policies`):
 
 * ``list[int]``: token ids, used verbatim (the collector's token-exact mode);
 * ``str``: text, tokenized without adding special tokens;

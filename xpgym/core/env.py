@@ -21,7 +21,10 @@ so the same seed gives the same episode in any thread and in any order.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 import numpy as np
@@ -29,11 +32,11 @@ import numpy as np
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from xpgym.core.registry import EnvSpec
-
 __all__ = [
+    "ENV_ID_PATTERN",
     "Env",
     "EnvCore",
+    "EnvSpec",
     "EpisodeFinishedError",
     "ResetNeededError",
     "StepResult",
@@ -45,6 +48,76 @@ ObsType = TypeVar("ObsType")
 _EnvT = TypeVar("_EnvT", bound="EnvCore")
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 """`(observation, reward, terminated, truncated, info)` as returned by `Env.step`."""
+
+ENV_ID_PATTERN = re.compile(
+    r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z][A-Za-z0-9_.]*)"
+    r"-v(?P<version>\d+)(?:-(?P<variant>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*))?$"
+)
+"""An env id: ``category:Name-vN[-variant]`` (lowercase category, `N` an integer)."""
+
+
+@dataclass(frozen=True)
+class EnvSpec:
+    """How to build one registered env.
+
+    Attributes:
+        id: ``category:Name-vN[-variant]``.
+        entry_point: ``"module:Attr"`` (imported lazily) or a callable returning an `Env`.
+        kwargs: Keyword arguments passed to the entry point (callers' kwargs override them).
+        description: One line for listings and the README table (empty if not given).
+        requires_download: Making or resetting the env fetches data over the network (a
+            Hugging Face hub dataset, say) unless it is already cached. Offline checks
+            (golden transcripts, conformance tests) skip such ids.
+    """
+
+    id: str
+    entry_point: str | Callable[..., Env]
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    description: str = ""
+    requires_download: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
+
+    def __reduce__(self) -> tuple[Any, ...]:  # MappingProxyType does not pickle
+        return (
+            EnvSpec,
+            (
+                self.id,
+                self.entry_point,
+                dict(self.kwargs),
+                self.description,
+                self.requires_download,
+            ),
+        )
+
+    @property
+    def _parts(self) -> re.Match[str]:
+        match = ENV_ID_PATTERN.match(self.id)
+        assert match is not None  # validated by register()
+        return match
+
+    @property
+    def category(self) -> str:
+        return self._parts["category"]
+
+    @property
+    def name(self) -> str:
+        return self._parts["name"]
+
+    @property
+    def version(self) -> int:
+        return int(self._parts["version"])
+
+    @property
+    def variant(self) -> str | None:
+        return self._parts["variant"]
+
+    def entry_point_name(self) -> str:
+        """The entry point as ``module:Attr`` text."""
+        if isinstance(self.entry_point, str):
+            return self.entry_point
+        return f"{self.entry_point.__module__}:{self.entry_point.__qualname__}"
 
 
 class ResetNeededError(RuntimeError):

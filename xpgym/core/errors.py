@@ -9,7 +9,7 @@ past its step timeout, a remote env server that answered 5xx or could not be rea
 sandbox that could not start, a tool backend that broke (its server disconnected, or the tool
 raised against its contract). Such an episode gets ``Episode.outcome == "infra_error"``
 (`xpgym.core.trajectory`) and is kept out of the gradient: trainers see it with loss mask 0,
-in a group of its own (`xpgym.core.layouts`), and count it in their metrics.
+in a group of its own (`xpgym.training.layouts`), and count it in their metrics.
 
 Where a failure happens, the code that sees it marks it in one of two ways:
 
@@ -20,7 +20,7 @@ Where a failure happens, the code that sees it marks it in one of two ways:
   copies that into ``info["tool_calls"][0]["info"]``).
 
 `find_infra_cause` reads a step's info and is what the episode recorder
-(`xpgym.core.recorder`) calls on every step. It also treats the vector envs' failure report
+(`xpgym.rollout.recorder`) calls on every step. It also treats the vector envs' failure report
 ``info["error"]`` (a sub-env whose step raised or timed out) as infrastructure, since an env
 must judge any text action without raising.
 

@@ -1,8 +1,7 @@
 """Registry of environment ids: `register`, `make`, `make_vec`, `list_envs`.
 
 Ids have the form ``category:Name-vN[-variant]``, e.g. ``game:GuessTheNumber-v0-easy``.
-A change of behaviour gets a new version number; a renamed id can stay reachable through
-`register_alias`, which warns once with `DeprecationWarning`.
+A change of behaviour gets a new version number.
 
 A *family* (`register_family`) is a whole category whose ids are enumerated lazily, e.g. the
 ``rg:`` ids, one per task of the optional package ``reasoning_gym``: its specs are built the
@@ -25,16 +24,11 @@ import functools
 import importlib
 import inspect
 import logging
-import os
 import re
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from xpgym.core.env import Env, EnvCore
-from xpgym.core.episode_log import EPISODE_LOG_VARIABLE, EpisodeLog
+from xpgym.core.env import ENV_ID_PATTERN, Env, EnvCore, EnvSpec
 
 if TYPE_CHECKING:
     from xpgym.core.multiagent import MultiAgentEnv
@@ -49,17 +43,11 @@ __all__ = [
     "make_from_spec",
     "make_vec",
     "register",
-    "register_alias",
     "register_family",
     "register_scheme",
     "registry",
     "spec",
 ]
-
-ENV_ID_PATTERN = re.compile(
-    r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z][A-Za-z0-9_.]*)"
-    r"-v(?P<version>\d+)(?:-(?P<variant>[A-Za-z0-9_]+(?:-[A-Za-z0-9_]+)*))?$"
-)
 
 
 class UnknownEnvError(KeyError):
@@ -69,77 +57,11 @@ class UnknownEnvError(KeyError):
         return str(self.args[0])
 
 
-@dataclass(frozen=True)
-class EnvSpec:
-    """How to build one registered env.
-
-    Attributes:
-        id: ``category:Name-vN[-variant]``.
-        entry_point: ``"module:Attr"`` (imported lazily) or a callable returning an `Env`.
-        kwargs: Keyword arguments passed to the entry point (callers' kwargs override them).
-        description: One line for listings and the README table (empty if not given).
-        requires_download: Making or resetting the env fetches data over the network (a
-            Hugging Face hub dataset, say) unless it is already cached. Offline checks
-            (golden transcripts, conformance tests) skip such ids.
-    """
-
-    id: str
-    entry_point: str | Callable[..., Env]
-    kwargs: Mapping[str, Any] = field(default_factory=dict)
-    description: str = ""
-    requires_download: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "kwargs", MappingProxyType(dict(self.kwargs)))
-
-    def __reduce__(self) -> tuple[Any, ...]:  # MappingProxyType does not pickle
-        return (
-            EnvSpec,
-            (
-                self.id,
-                self.entry_point,
-                dict(self.kwargs),
-                self.description,
-                self.requires_download,
-            ),
-        )
-
-    @property
-    def _parts(self) -> re.Match[str]:
-        match = ENV_ID_PATTERN.match(self.id)
-        assert match is not None  # validated by register()
-        return match
-
-    @property
-    def category(self) -> str:
-        return self._parts["category"]
-
-    @property
-    def name(self) -> str:
-        return self._parts["name"]
-
-    @property
-    def version(self) -> int:
-        return int(self._parts["version"])
-
-    @property
-    def variant(self) -> str | None:
-        return self._parts["variant"]
-
-    def entry_point_name(self) -> str:
-        """The entry point as ``module:Attr`` text."""
-        if isinstance(self.entry_point, str):
-            return self.entry_point
-        return f"{self.entry_point.__module__}:{self.entry_point.__qualname__}"
-
-
 logger = logging.getLogger(__name__)
 
 registry: dict[str, EnvSpec] = {}
 """All registered specs by id. Read it through `spec` and `list_envs`."""
 
-_aliases: dict[str, str] = {}
-_warned_aliases: set[str] = set()
 _families: dict[str, str | Callable[[], Iterable[EnvSpec]]] = {}
 _family_specs: dict[str, dict[str, EnvSpec]] = {}
 _schemes: dict[str, str | Callable[[str], EnvSpec]] = {}
@@ -179,9 +101,8 @@ def register(
     if not isinstance(entry_point, str) and not callable(entry_point):
         raise TypeError(f"entry point for {id!r} must be a 'module:Attr' string or a callable")
     _check_not_a_scheme(id.partition(":")[0])
-    if (id in registry or id in _aliases) and not override:
+    if id in registry and not override:
         raise ValueError(f"env id {id!r} is already registered; pass override=True to replace it")
-    _aliases.pop(id, None)
     env_spec = EnvSpec(
         id=id,
         entry_point=entry_point,
@@ -191,15 +112,6 @@ def register(
     )
     registry[id] = env_spec
     return env_spec
-
-
-def register_alias(old_id: str, new_id: str) -> None:
-    """Keep a renamed id working: `make(old_id)` warns once and makes `new_id`."""
-    if new_id not in registry:
-        raise UnknownEnvError(f"cannot alias {old_id!r} to unregistered id {new_id!r}")
-    if old_id in registry:
-        raise ValueError(f"{old_id!r} is a registered id, not a free name for an alias")
-    _aliases[old_id] = new_id
 
 
 def register_family(
@@ -241,7 +153,7 @@ def register_scheme(
 
     A scheme lets a package outside the core make ids of its own form resolvable: `make`,
     `spec` and `make_vec` call ``resolver(env_id)`` with the whole id for any id that starts
-    with ``"<scheme>:"``, before registered ids, aliases and families are looked at. The
+    with ``"<scheme>:"``, before registered ids and families are looked at. The
     rest of the id need not look like ``Name-vN`` (``remote:http://host:8000/game:X-v0``);
     the resolver raises `ValueError` for one it cannot read, and should return a spec with a
     string entry point so that `make_vec` with processes can pickle it. `list_envs` does not
@@ -271,7 +183,7 @@ def register_scheme(
         raise TypeError(f"resolver of scheme {scheme!r} must be a 'module:function' or a callable")
     if scheme in _schemes and not override:
         raise ValueError(f"id scheme {scheme!r} is registered; pass override=True to replace it")
-    taken = [i for i in (*registry, *_aliases) if i.partition(":")[0] == scheme]
+    taken = [i for i in registry if i.partition(":")[0] == scheme]
     if taken or scheme in _families:
         what = f"registered ids ({taken[0]!r}, ...)" if taken else "a family"
         raise ValueError(f"{scheme!r} cannot be an id scheme: it is the category of {what}")
@@ -299,22 +211,8 @@ def _family(category: str) -> dict[str, EnvSpec]:
     return _family_specs[category]
 
 
-def _resolve(env_id: str) -> str:
-    if env_id in _aliases:
-        new_id = _aliases[env_id]
-        if env_id not in _warned_aliases:
-            _warned_aliases.add(env_id)
-            warnings.warn(
-                f"env id {env_id!r} was renamed to {new_id!r}; use the new id",
-                DeprecationWarning,
-                stacklevel=4,  # _resolve <- _lookup <- spec/make <- the caller
-            )
-        return new_id
-    return env_id
-
-
 def spec(env_id: str) -> EnvSpec:
-    """The `EnvSpec` registered under `env_id` (aliases resolved, with their warning).
+    """The `EnvSpec` registered under `env_id`.
 
     Raises:
         UnknownEnvError: with the closest registered ids.
@@ -323,17 +221,15 @@ def spec(env_id: str) -> EnvSpec:
 
 
 def _lookup(env_id: str) -> EnvSpec:
-    """`spec`'s body; call it directly from public functions so that the alias warning
-    points at their caller's line."""
+    """`spec`'s body: a scheme's resolver, then registered ids, then the id's family."""
     scheme = env_id.partition(":")[0] if isinstance(env_id, str) else None
     if scheme in _schemes:
         return load_entry_point(_schemes[scheme])(env_id)
-    resolved = _resolve(env_id)
-    if resolved in registry:
-        return registry[resolved]
+    if env_id in registry:
+        return registry[env_id]
     if not isinstance(env_id, str):
         raise TypeError(f"env id must be a str, got {type(env_id).__name__}")
-    known = list(registry) + list(_aliases)
+    known = list(registry)
     category = env_id.partition(":")[0]
     if category in _families:
         family = _family(category)
@@ -395,7 +291,7 @@ def make(env_id: str, **kwargs: Any) -> Env | MultiAgentEnv:
     """Build the env registered under `env_id`.
 
     Args:
-        env_id: A registered id or alias.
+        env_id: A registered id (or an id of a registered family or scheme).
         **kwargs: Override the spec's default keyword arguments. Names the entry point does
             not accept raise `TypeError` listing the accepted ones.
 
@@ -420,9 +316,6 @@ def make_from_spec(env_spec: EnvSpec, **kwargs: Any) -> Env | MultiAgentEnv:
     if kwargs:
         env_spec = dataclasses.replace(env_spec, kwargs=merged)
     env.spec = env_spec
-    log_directory = os.environ.get(EPISODE_LOG_VARIABLE)
-    if log_directory and isinstance(env, Env):
-        env = EpisodeLog(env, log_directory)
     return env
 
 
@@ -450,9 +343,10 @@ def make_vec(
         env_ids: One id repeated `num_envs` times, or one id per sub-env.
         num_envs: Number of sub-envs (required with a single id; default 1).
         vectorization_mode: ``"sync"`` (the calling thread), ``"thread"`` (a thread pool,
-            for I/O-bound envs; ``"async"`` is the same), ``"process"`` (worker processes,
-            for CPU-bound envs) or ``"ray"`` (Ray actors; ``pip install "xpgym[ray]"``).
-            How these names compare with Gymnasium's: `xpgym.core.vector`.
+            for I/O-bound envs), ``"process"`` (worker processes, for CPU-bound envs) or
+            ``"ray"`` (Ray actors; ``pip install "xpgym[ray]"``). ``"async"`` raises
+            `ValueError` (Gymnasium's ``"async"`` is ``"process"`` here); how these names
+            compare with Gymnasium's: `xpgym.core.vector`.
         wrappers: Callables applied to each sub-env in order (e.g. ``MaxTurns`` or a
             `functools.partial` of a wrapper class). With ``"process"`` they must pickle.
         env_kwargs: Keyword arguments for every sub-env, or one mapping per sub-env. The
@@ -492,7 +386,6 @@ def make_vec(
 def list_envs(
     pattern: str | None = None,
     *,
-    include_aliases: bool = False,
     include_families: bool = False,
 ) -> list[str]:
     """Registered ids, sorted, optionally filtered by a glob (``"game:*"``, ``"*-easy"``).
@@ -503,8 +396,6 @@ def list_envs(
     missing is then left out with a log message instead of raising.
     """
     ids = set(registry)
-    if include_aliases:
-        ids.update(_aliases)
     for category in _families:
         if pattern is not None and f"{category}:" in pattern:
             ids.update(_family(category))

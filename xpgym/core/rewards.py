@@ -27,7 +27,7 @@ values are real numbers (``metrics`` are logged, never trained on). An ``async``
 (or one that returns an awaitable) is awaited on xpgym's reward event loop, a daemon thread
 shared by the process (`run_awaitables`), so a synchronous ``env.step`` can use it from any
 thread, also from inside a running event loop, which keeps running while the step waits when
-the step runs in a worker thread (``asyncio.to_thread``, as `xpgym.core.episode_runner`
+the step runs in a worker thread (``asyncio.to_thread``, as `xpgym.rollout.runner`
 does); the clients an async reward opens all live on that one loop.
 
 Aggregators (`RewardAggregator`) turn the per-step values ``v_0 .. v_T`` of a trajectory

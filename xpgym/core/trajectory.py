@@ -5,7 +5,7 @@ policy saw (`observation`), what it wrote (`action`), what the env returned, and
 collector had a tokenizer, the exact token ids (`prompt_ids`, `response_ids`) and the
 sampler's log-probabilities (`response_logprobs`). Episodes round-trip losslessly through
 JSON (`Episode.to_json` / `Episode.from_json`, `save_episodes` / `load_episodes`).
-`xpgym.core.recorder` writes them; `xpgym.core.layouts` turns them into token rows.
+`xpgym.rollout.recorder` writes them; `xpgym.training.layouts` turns them into token rows.
 
 Token-exactness contract: when ids are present, ``turns[t + 1].prompt_ids`` starts with
 ``turns[t].prompt_ids + turns[t].response_ids`` (the collector builds prompts by appending,
@@ -14,9 +14,6 @@ template), so all turns of an episode concatenate into one sequence in which env
 tokens are told apart from policy tokens. The tokens ``turns[t + 1].prompt_ids`` adds after
 that prefix are env tokens (end-of-turn markers, the next observation, the generation
 prompt): never trained on.
-
-The token layouts and the prompt builder once lived here; their names still import from
-this module, with a `DeprecationWarning` naming their new home.
 """
 
 from __future__ import annotations
@@ -30,7 +27,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
-from xpgym.core.deprecation import moved_names
 from xpgym.core.errors import InfraCause
 
 __all__ = [
@@ -48,25 +44,6 @@ __all__ = [
     "save_episodes",
     "training_group_ids",
 ]
-
-__getattr__ = moved_names(
-    __name__,
-    {
-        **dict.fromkeys(("ChatPromptBuilder", "PromptTokenizer"), "xpgym.core.chat"),
-        **dict.fromkeys(
-            (
-                "PackedRows",
-                "PaddedRows",
-                "PrefixMismatchError",
-                "RowInfo",
-                "SplitRows",
-                "episode_rows",
-                "turn_rows",
-            ),
-            "xpgym.core.layouts",
-        ),
-    },
-)
 
 
 Outcome = Literal["ok", "infra_error"]
@@ -153,7 +130,7 @@ class Episode:
         infra_error: Why the episode failed for a reason that is not the policy's (a grader
             timeout, a crashed sub-env, a remote 5xx, ...: `xpgym.core.errors`), or `None`.
             Such an episode's rewards say nothing about the policy: trainers leave it out
-            of advantage statistics and the loss (`xpgym.core.layouts`). A dict
+            of advantage statistics and the loss (`xpgym.training.layouts`). A dict
             ``{"kind", "message"}`` is accepted and becomes an `InfraCause`.
 
     JSON: `to_dict` of an infra-error episode adds ``"outcome": "infra_error"`` and
@@ -293,7 +270,7 @@ METRICS_PREFIX = "metrics/"
 def episode_metrics(episodes: Iterable[Episode]) -> dict[str, float]:
     """The episodes' metrics for a trainer's log or an eval summary:
     ``{"metrics/<key>": mean}`` for every key of ``Episode.info["metrics"]`` (the last
-    value each episode reported, `xpgym.core.recorder`), averaged over the ok episodes that
+    value each episode reported, `xpgym.rollout.recorder`), averaged over the ok episodes that
     reported it (infra-error episodes are left out, as from the loss), keys sorted. No
     episode with metrics: ``{}``."""
     healthy = (ep.info.get("metrics") or {} for ep in episodes if ep.infra_error is None)

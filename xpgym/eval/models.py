@@ -32,8 +32,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Literal
 
-from xpgym.core.policies import ConcurrentPolicy
 from xpgym.eval.policy_adapters import BatchingPolicy
+from xpgym.rollout.policies import ConcurrentPolicy
 
 __all__ = ["ENV_POLICY_SPECS", "ModelSpec", "SamplingSettings", "build_policy", "parse_model_spec"]
 
@@ -129,7 +129,7 @@ def build_policy(spec: ModelSpec, settings: SamplingSettings) -> ConcurrentPolic
         ImportError: the backend's package is missing (the message names the extra).
     """
     if spec.kind == "openai":
-        from xpgym.core.policies.openai import OpenAIPolicy
+        from xpgym.rollout.policies.openai import OpenAIPolicy
 
         assert spec.served_model is not None
         return OpenAIPolicy(
@@ -145,7 +145,7 @@ def build_policy(spec: ModelSpec, settings: SamplingSettings) -> ConcurrentPolic
             backoff_base=settings.retry_backoff,
         )
     if spec.kind == "vllm":
-        from xpgym.core.policies.vllm import VLLMPolicy
+        from xpgym.rollout.policies.vllm import VLLMPolicy
 
         policy = VLLMPolicy.from_model(
             spec.target,
@@ -156,7 +156,7 @@ def build_policy(spec: ModelSpec, settings: SamplingSettings) -> ConcurrentPolic
         )
         return BatchingPolicy(policy, max_batch=settings.concurrency)
     if spec.kind == "hf":
-        from xpgym.core.policies.hf import HFPolicy
+        from xpgym.rollout.policies.hf import HFPolicy
 
         policy = HFPolicy.from_pretrained(
             spec.target,

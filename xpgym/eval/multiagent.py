@@ -4,7 +4,7 @@ The loop: ``env.reset(seed=seed)``; then, while agents are live, every agent in
 ``env.agent_selector.active_agents()`` (the selected agent in sequential mode, every live
 agent in parallel mode) gets its prompt, the prompts of the step are submitted at once, and
 the joint action goes to ``env.step``. `max_turns` bounds the number of env steps (the
-loop-side `xpgym.core.recorder.TurnLimit`, counted in joint steps).
+loop-side `xpgym.rollout.recorder.TurnLimit`, counted in joint steps).
 
 Prompts are chat messages, one conversation per agent, as in the collector's
 ``"messages"`` mode: an optional system message, then for each time the agent acts its
@@ -37,9 +37,9 @@ from typing import Any
 
 from xpgym.core.chat import Message, encode_prompt, with_system_prompt
 from xpgym.core.multiagent import AgentID, MultiAgentEnv
-from xpgym.core.policies import ConcurrentPolicy, ContextLengthError
-from xpgym.core.recorder import TurnLimit
 from xpgym.eval.metrics import is_success
+from xpgym.rollout.policies import ConcurrentPolicy, ContextLengthError
+from xpgym.rollout.recorder import TurnLimit
 
 __all__ = ["AgentOutcome", "MultiAgentEpisode", "play_multiagent"]
 

@@ -27,11 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from xpgym.core.env_pool import EnvPool
 from xpgym.core.multiagent import MultiAgentEnv
-from xpgym.core.policies import ConcurrentPolicy
 from xpgym.core.registry import make
-from xpgym.core.rollout import RolloutCollector
 from xpgym.core.vector.base import AutoresetMode, derive_seeds
 from xpgym.core.vector.sync import SyncVectorEnv
 from xpgym.eval.metrics import episode_result
@@ -40,6 +37,9 @@ from xpgym.eval.multiagent import play_multiagent
 from xpgym.eval.policy_adapters import RandomPolicy, TimedPolicy
 from xpgym.eval.records import EpisodeKey, to_line
 from xpgym.eval.secrets import mask
+from xpgym.rollout.collector import RolloutCollector
+from xpgym.rollout.env_pool import EnvPool
+from xpgym.rollout.policies import ConcurrentPolicy
 
 __all__ = ["EpisodePlayer", "PlaySettings", "make_play_env"]
 
@@ -63,7 +63,7 @@ class EpisodePlayer:
         specs: The parsed specs of `models`' values.
         policies: The shared policy of every spec that is not of kind ``"env"``.
         agents: ``{env_id: agent ids}``, `None` for a single-agent id.
-        pool: Envs by env id (`xpgym.core.env_pool.EnvPool` over `make_play_env`).
+        pool: Envs by env id (`xpgym.rollout.env_pool.EnvPool` over `make_play_env`).
         secrets: Values to mask in recorded errors.
     """
 

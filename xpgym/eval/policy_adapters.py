@@ -23,7 +23,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from xpgym.core.chat import Prompt
-from xpgym.core.policies import ConcurrentPolicy, Generation, Policy, PolicyError
+from xpgym.rollout.policies import ConcurrentPolicy, Generation, Policy, PolicyError
 
 __all__ = ["BatchingPolicy", "RandomPolicy", "TimedPolicy", "generate_via_submit"]
 

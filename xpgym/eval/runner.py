@@ -52,9 +52,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from xpgym.core.env_pool import EnvPool
 from xpgym.core.multiagent import MultiAgentEnv
-from xpgym.core.policies import ConcurrentPolicy
 from xpgym.core.registry import list_envs, make, spec
 from xpgym.eval import report
 from xpgym.eval.metrics import SummaryRow, pass_at_k_values, summarize
@@ -68,6 +66,8 @@ from xpgym.eval.records import (
     without_transcript,
 )
 from xpgym.eval.secrets import masked_logs
+from xpgym.rollout.env_pool import EnvPool
+from xpgym.rollout.policies import ConcurrentPolicy
 
 __all__ = [
     "EvalConfig",

@@ -5,7 +5,7 @@ parity suite holds every other trainer against, and the trainer a new user runs 
 is written to be read top to bottom, like CleanRL: `TrainerConfig` holds every option;
 `Trainer.make_batch` and `Trainer.update` hold the math, with the symbols below in comments;
 `train` is the loop (collect, compute advantages, update, log). Advantages come from
-`xpgym.core.advantages`, token layouts from `xpgym.core.trajectory`, the per-token losses
+`xpgym.training.advantages`, token layouts from `xpgym.core.trajectory`, the per-token losses
 and their aggregation from `xpgym.reference.losses`: nothing here re-implements them.
 Importing this module imports torch; ``import xpgym`` does not import it.
 
@@ -20,7 +20,7 @@ One training step
    describes token ``j`` (the shift: `xpgym.reference.losses`). The loss mask is
    ``response_mask``: 1 on policy tokens only (never prompt, env/tool or padding tokens).
 3. **Old log-probs, values, reference log-probs**: one forward pass without gradients.
-4. **Advantages per turn** (``[N, T]``, `xpgym.core.advantages`), then copied to the
+4. **Advantages per turn** (``[N, T]``, `xpgym.training.advantages`), then copied to the
    policy tokens of each turn (`broadcast_to_tokens`):
 
    ============  ===========================================================================
@@ -32,7 +32,7 @@ One training step
    ppo           turn-level GAE with a value head (`turn_gae`, below)
    ============  ===========================================================================
 
-   The estimators' conventions (std kind, eps) are `xpgym.core.advantages` defaults;
+   The estimators' conventions (std kind, eps) are `xpgym.training.advantages` defaults;
    ``TrainerConfig.advantage_kwargs`` passes others (e.g. ``{"std": "unbiased"}``).
    ``Trainer(advantage_fn=...)`` replaces this step's token advantages altogether (the
    parity curves train with another trainer's own estimator this way).
@@ -94,19 +94,6 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from xpgym.core.advantages import (
-    broadcast_to_tokens,
-    discounted_returns,
-    dr_grpo,
-    episode_scores,
-    episode_terminated,
-    grpo,
-    rebn,
-    rloo,
-    turn_gae,
-    turn_rewards,
-)
-from xpgym.core.layouts import PaddedRows, episode_rows, turn_rows
 from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics
 from xpgym.reference._checks import check_choice, check_positive, check_positive_int
 from xpgym.reference.losses import (
@@ -122,6 +109,19 @@ from xpgym.reference.losses import (
     token_logprobs,
     value_loss,
 )
+from xpgym.training.advantages import (
+    broadcast_to_tokens,
+    discounted_returns,
+    dr_grpo,
+    episode_scores,
+    episode_terminated,
+    grpo,
+    rebn,
+    rloo,
+    turn_gae,
+    turn_rewards,
+)
+from xpgym.training.layouts import PaddedRows, episode_rows, turn_rows
 
 if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv
@@ -351,7 +351,7 @@ class Batch:
         turn_mask: ``[N, T]`` bool, real turns.
         scores: ``[N]`` float64, each episode's undiscounted return.
         turn_advantages: ``[N, T]`` float64, per-turn advantages (from
-            `xpgym.core.advantages`; per-episode ones copied to every turn).
+            `xpgym.training.advantages`; per-episode ones copied to every turn).
         turn_values: ``[N, T]`` float64 ``V_old`` per turn (PPO), else None.
         turn_returns: ``[N, T]`` float64 value targets (PPO), else None.
     """
@@ -545,7 +545,7 @@ class Trainer:
         if cfg.old_logprobs == "rollout":
             old_logprobs = sampler_logprobs
 
-        # 4. Advantages per turn [N, T], from xpgym.core.advantages.
+        # 4. Advantages per turn [N, T], from xpgym.training.advantages.
         rewards, turn_mask = turn_rewards(episodes)  # r[n, t], real turns
         scores = episode_scores(rewards, turn_mask)  # s[n] = sum_t r[n, t]
         group_ids = [episode.group_id for episode in episodes]
@@ -783,8 +783,8 @@ def train(
         The metrics of each step (`Trainer.train_step`), plus ``rollout_s`` (seconds
         collecting the step's episodes) and ``update_s`` (seconds in `Trainer.train_step`).
     """
-    from xpgym.core.policies.hf import HFPolicy
-    from xpgym.core.rollout import RolloutCollector
+    from xpgym.rollout.collector import RolloutCollector
+    from xpgym.rollout.policies.hf import HFPolicy
 
     cfg = config
     policy = HFPolicy(

@@ -23,10 +23,10 @@ import numpy as np
 import torch
 
 import xpgym
-from xpgym.core.layouts import episode_rows
-from xpgym.core.policies import Generation
-from xpgym.core.rollout import RolloutCollector
 from xpgym.reference.losses import token_logprobs
+from xpgym.rollout.collector import RolloutCollector
+from xpgym.rollout.policies import Generation
+from xpgym.training.layouts import episode_rows
 
 if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv

@@ -6,7 +6,7 @@ turn by turn: observation, action, reward, tool calls, truncation reasons, image
 token view coloured by the trainer's loss mask. docs/viewer.md describes the page.
 
 * `xpgym.viewer.inputs`: reading the inputs into view episodes;
-* `xpgym.viewer.tokens`: the token view (rows of `xpgym.core.layouts.episode_rows`);
+* `xpgym.viewer.tokens`: the token view (rows of `xpgym.training.layouts.episode_rows`);
 * `xpgym.viewer.page`: the HTML (``page.js`` and ``page.css`` are inlined into it).
 """
 

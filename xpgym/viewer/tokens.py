@@ -1,6 +1,6 @@
 """The token view: an episode's tokens as the trainer's loss mask sees them.
 
-The rows come from `xpgym.core.layouts.episode_rows` (``on_mismatch="split"``), the layout
+The rows come from `xpgym.training.layouts.episode_rows` (``on_mismatch="split"``), the layout
 the per-episode trainers consume, so the colours on the page are the trainer's
 ``response_mask``, not a re-derivation: *policy* tokens (mask 1, trained on), *env* tokens
 (mask 0: end-of-turn markers, observations, tool results, generation prompts between the
@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from xpgym.core.layouts import episode_rows
 from xpgym.core.optional import import_optional
 from xpgym.core.trajectory import Episode
+from xpgym.training.layouts import episode_rows
 
 __all__ = ["ENV", "POLICY", "PROMPT", "TokenView", "load_decoder", "token_view", "vocabulary"]
 

@@ -5,7 +5,7 @@ file's source and starts it in bubblewrap as ``python -I -B -c <source> --xpgym-
 CONFIG`` (the zygote), or, for the `UNSAFE_NO_SANDBOX` backend, as a plain subprocess
 ``python -I -B -c <source> --xpgym-unsafe REQUEST_FD``. Shipping the source text means the
 sandbox never sees this file, the repository or xpgym: so this module imports the standard
-library only (``tests/test_sandbox_inside.py`` checks it, and runs it with ``python -I -S``),
+library only (``tests/core/test_sandbox_inside.py`` checks it, and runs it with ``python -I -S``),
 and it does not log (the host logs what the zygote writes to stderr).
 
 The host imports this module only for the protocol facts both sides share: `SANDBOX_UID`,

@@ -19,8 +19,7 @@
   `xpgym.core.wrappers.tool_variants`.
 
 Importing this package imports no tool implementation; names listed in `_LAZY` load their
-module on first use. The sandbox's names and the tool-variant functions, once here, moved
-(see `_MOVED`): they still work and warn with `DeprecationWarning`.
+module on first use.
 """
 
 from __future__ import annotations
@@ -28,7 +27,6 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from xpgym.core.deprecation import moved_names
 from xpgym.core.tools.base import Tool, ToolCall, ToolResult
 from xpgym.core.tools.calls import (
     FunctionCall,
@@ -87,23 +85,11 @@ _LAZY: dict[str, str] = {
     "ToolError": "xpgym.core.tools.decorator",
 }
 
-# Name -> its new home: these names were importable from here before they moved.
-_MOVED: dict[str, str] = {
-    "register_tool_variant": "xpgym.core.wrappers.tool_variants",
-    "tool_variant_id": "xpgym.core.wrappers.tool_variants",
-    "Sandbox": "xpgym.core.sandbox",
-    "SandboxLimits": "xpgym.core.sandbox",
-    "SandboxResult": "xpgym.core.sandbox",
-    "SandboxUnavailableError": "xpgym.core.sandbox",
-    "default_sandbox": "xpgym.core.sandbox",
-}
-_moved = moved_names(__name__, _MOVED)
-
 
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
-    return _moved(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:

@@ -16,28 +16,20 @@ steps run one after another in one thread, steps that block wait all at once.
 
 `xpgym.make_vec` picks the backend by ``vectorization_mode`` (`VECTORIZATION_MODES`). The
 names differ from Gymnasium's where the backends differ: Gymnasium has no thread backend,
-and its ``"async"`` runs sub-envs in subprocesses.
+and its ``"async"`` runs sub-envs in subprocesses. So xpgym has no ``"async"``: asking for
+it raises `ValueError` naming ``"thread"`` and ``"process"``.
 
 =============  ==================  ==================  ===================================
 mode           backend             sub-envs run in     the same backend in Gymnasium
 =============  ==================  ==================  ===================================
 ``"sync"``     `SyncVectorEnv`     the calling thread  ``"sync"`` (``SyncVectorEnv``)
 ``"thread"``   `ThreadVectorEnv`   a thread pool       none
-``"async"``    `ThreadVectorEnv`   a thread pool       none: Gymnasium's ``"async"`` is
-                                                       subprocesses, xpgym's ``"process"``
 ``"process"``  `ProcessVectorEnv`  worker processes    ``"async"`` (``AsyncVectorEnv``)
 ``"ray"``      `RayVectorEnv`      Ray actors          none
 =============  ==================  ==================  ===================================
-
-``"async"`` is the name xpgym used first for threads; it keeps selecting them.
-`AsyncVectorEnv`, the old name of `ThreadVectorEnv`, still imports from here with a
-`DeprecationWarning`.
 """
 
 from __future__ import annotations
-
-import warnings
-from typing import Any
 
 from xpgym.core.vector.base import AutoresetMode, SubEnvError, VectorEnv, derive_seeds
 from xpgym.core.vector.process import ProcessVectorEnv
@@ -61,7 +53,6 @@ __all__ = [
 VECTORIZATION_MODES: dict[str, type[VectorEnv]] = {
     "sync": SyncVectorEnv,
     "thread": ThreadVectorEnv,
-    "async": ThreadVectorEnv,
     "process": ProcessVectorEnv,
     "ray": RayVectorEnv,
 }
@@ -72,25 +63,18 @@ def vector_env_class(vectorization_mode: str) -> type[VectorEnv]:
     """The backend class `vectorization_mode` selects, e.g. ``"thread"`` -> `ThreadVectorEnv`.
 
     Raises:
-        ValueError: `vectorization_mode` is not a key of `VECTORIZATION_MODES`.
+        ValueError: `vectorization_mode` is not a key of `VECTORIZATION_MODES`; for
+            ``"async"`` the message says which of ``"thread"`` and ``"process"`` is which.
     """
+    if vectorization_mode == "async":
+        raise ValueError(
+            'vectorization_mode="async" is ambiguous: Gymnasium\'s "async" runs sub-envs in '
+            'subprocesses, which is xpgym\'s "process"; use "thread" for a thread pool '
+            '(I/O-bound envs) or "process" for worker processes (CPU-bound envs)'
+        )
     if vectorization_mode not in VECTORIZATION_MODES:
         raise ValueError(
             f"vectorization_mode must be one of {sorted(VECTORIZATION_MODES)}, "
             f"got {vectorization_mode!r}"
         )
     return VECTORIZATION_MODES[vectorization_mode]
-
-
-def __getattr__(name: str) -> Any:
-    """`AsyncVectorEnv`, the old name of `ThreadVectorEnv`, with a `DeprecationWarning`."""
-    if name == "AsyncVectorEnv":
-        warnings.warn(
-            "xpgym.core.vector.AsyncVectorEnv was renamed ThreadVectorEnv (it runs sub-envs "
-            "on threads; Gymnasium's AsyncVectorEnv runs subprocesses, as ProcessVectorEnv "
-            "does here); import ThreadVectorEnv instead",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return ThreadVectorEnv
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

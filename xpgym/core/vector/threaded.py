@@ -1,7 +1,6 @@
 """`ThreadVectorEnv`: sub-envs run on a pool of threads, for I/O-bound envs.
 
-Called `AsyncVectorEnv` before (still importable from `xpgym.core.vector` under that name,
-with a `DeprecationWarning`); in Gymnasium, `AsyncVectorEnv` runs sub-envs in subprocesses,
+Gymnasium has no thread backend: its `AsyncVectorEnv` runs sub-envs in subprocesses,
 which is `ProcessVectorEnv` here.
 
 Threads help when a step waits (an HTTP call, a sandboxed subprocess, a sleep) and the

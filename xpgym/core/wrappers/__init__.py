@@ -23,7 +23,6 @@ Every wrapper keeps its state in `get_wrapper_state`, so ``get_state()`` of the 
 restores history, counters and schedules together.
 """
 
-from xpgym.core.deprecation import moved_names
 from xpgym.core.wrappers.limits import (
     HorizonSchedule,
     LinearTurnSchedule,
@@ -56,6 +55,3 @@ __all__ = [
     "ToolEnvWrapper",
     "count_tool_calls",
 ]
-
-# `Message` and `ChatTokenizer` moved to the chat vocabulary.
-__getattr__ = moved_names(__name__, dict.fromkeys(("ChatTokenizer", "Message"), "xpgym.core.chat"))

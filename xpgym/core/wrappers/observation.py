@@ -29,7 +29,6 @@ from collections.abc import Mapping
 from typing import Any, TypeVar
 
 from xpgym.core import chat
-from xpgym.core.deprecation import moved_names
 from xpgym.core.env import Env, Wrapper
 
 __all__ = [
@@ -40,8 +39,6 @@ __all__ = [
     "ObservationHistory",
 ]
 
-# `Message` and `ChatTokenizer` moved to the chat vocabulary.
-__getattr__ = moved_names(__name__, dict.fromkeys(("ChatTokenizer", "Message"), "xpgym.core.chat"))
 
 _ObsT = TypeVar("_ObsT")
 

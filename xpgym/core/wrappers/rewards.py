@@ -16,7 +16,7 @@ keeps the env's own metrics) ``<name>``: reward ``name``'s *episode aggregate so
 its values), ``<name>/<key>``: each metric the function returned on this step, and
 ``format_reward``: the sum of the format rewards so far (unweighted). The recorder keeps
 each key's last value in ``Episode.info["metrics"]``, so an episode's metrics are the
-episode aggregates of its rewards (`xpgym.core.recorder`).
+episode aggregates of its rewards (`xpgym.rollout.recorder`).
 
 Infrastructure failures: a reward function that raises, or returns something other than
 a number or ``{"reward": r, **metrics}``, is not the policy's doing. The exception is

@@ -27,8 +27,6 @@ Entry points stay lazy and picklable: the registered entry point is the string
 (the base id, the base entry point and kwargs, a ``"module:attr"`` factory string or a
 module-level function), so `make_vec` with processes and ``xpgym list --json`` both work.
 The base env is resolved when the variant is registered, so register the base id first.
-An entry point saved with the old path ``"xpgym.core.tools.variants:make_tool_env"`` (a
-pickled spec, say) still works, with a `DeprecationWarning`.
 """
 
 from __future__ import annotations

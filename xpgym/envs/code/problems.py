@@ -24,7 +24,7 @@ Record formats read by `problem_from_record` (keys configurable, see its argumen
   ``x`` (APPS wraps return values in a list).
 
 `load_sample_problems()` reads the shipped set (16 problems written for xpgym, each with a
-reference solution that `tests/test_code_env.py` runs against its tests in the sandbox).
+reference solution that `tests/envs/test_code_env.py` runs against its tests in the sandbox).
 `DatasetProblems` wraps a Hugging Face `datasets.Dataset` (a hub id or a local
 json/jsonl/parquet/csv/arrow file, loaded by `load_dataset_problems` through
 `xpgym.envs.common.datasets.load_split`) and converts a row only when it is used, so huge test sets

@@ -6,5 +6,4 @@
 * `datasets`: the loader of dataset-backed envs (local files or the hub) and `pick_index`.
 * `presets`: difficulty presets (`resolve_presets`, `override_preset`) and `PresetEnv`,
   the base of the games whose settings come from a preset.
-* `deprecation`: keeps the old import paths of moved names working, with a warning.
 """

@@ -1,7 +1,7 @@
 """Language games. Ids: ``game:<Name>-v0[-easy|-hard|-random]``; tool variants ``...-python``.
 
 Each game is one module whose docstring gives its rules, rewards and action format; every
-registered id has a golden transcript in ``tests/golden`` (``scripts/record_golden.py``).
+registered id has a golden transcript in ``tests/envs/golden`` (``scripts/record_golden.py``).
 """
 
 from __future__ import annotations

@@ -5,25 +5,19 @@ The episode rules, rewards and ``info`` keys are `xpgym.envs.common.answer_env`'
 this adds is the grading: the last closed ``\boxed{}`` of a reply is compared with the gold
 answers by `xpgym.envs.math.grading.default_grader()`, within `grading_timeout_s` seconds; a
 grading that times out or fails counts as a wrong answer (``info["grading"]`` says which).
-
-`MathAnswerEnv` was called ``BoxedAnswerEnv`` here; that name (now the deprecated alias of
-`MathAnswerEnv`) and the other names that moved to `xpgym.envs.common.answer_env` still
-import from this module, with a `DeprecationWarning`. So this module imports
-`xpgym.envs.common.answer_env` itself, never its names.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from xpgym.core.deprecation import moved_names
-from xpgym.envs.common import answer_env
+from xpgym.envs.common.answer_env import BoxedAnswerEnv, GradeResult
 from xpgym.envs.math.grading import DEFAULT_TIMEOUT_S, default_grader
 
 __all__ = ["MathAnswerEnv"]
 
 
-class MathAnswerEnv(answer_env.BoxedAnswerEnv):
+class MathAnswerEnv(BoxedAnswerEnv):
     """One question per episode, the boxed answer graded by math-verify.
 
     Subclasses implement `_draw_problem`.
@@ -44,20 +38,8 @@ class MathAnswerEnv(answer_env.BoxedAnswerEnv):
             )
         self.grading_timeout_s = float(grading_timeout_s)
 
-    def _check(self, action: str) -> answer_env.GradeResult:
+    def _check(self, action: str) -> GradeResult:
         """Grade `action` against `self.problem.answers` with math-verify."""
         return default_grader().grade(
             action, self.problem.answers, timeout_s=self.grading_timeout_s
         )
-
-
-__getattr__ = moved_names(
-    __name__,
-    {
-        "BoxedAnswerEnv": "xpgym.envs.math.answer_env:MathAnswerEnv",
-        **dict.fromkeys(
-            ["CORRECT_REWARD", "DEFAULT_INSTRUCTION", "WRONG_REWARD", "Problem"],
-            "xpgym.envs.common.answer_env",
-        ),
-    },
-)

@@ -6,7 +6,7 @@ shadow the modules it imports; it passes when it exits with status 0 and fails w
 message (``sys.exit("...")``) otherwise. Checks keep their expected results to themselves
 (never in the workspace) and, where they must run the model's code (`FixPython`), run it in
 a child process and compare what it prints, so code that exits early or patches the checker
-cannot pass. `tests/test_terminal_env.py` runs every reference solution through the env
+cannot pass. `tests/envs/test_terminal_env.py` runs every reference solution through the env
 (the check passes) and checks that doing nothing fails every check.
 """
 

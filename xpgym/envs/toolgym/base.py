@@ -51,9 +51,9 @@ Then:
 1. register it in ``xpgym/envs/toolgym/__init__.py``: one `EnvEntry` (name, entry point,
    medium / easy / hard descriptions) in ``_ENVS_G`` (brief G) or ``_ENVS_F`` (brief F);
 2. test its tools, its reference answer (against a brute force where one exists) and its
-   oracle: the family tests in ``tests/test_toolgym.py`` (oracle wins on many seeds and
+   oracle: the family tests in ``tests/envs/test_toolgym.py`` (oracle wins on many seeds and
    every difficulty, check_env, fuzz) pick every registered env up; put the env's own tests
-   in a ``tests/test_toolgym_<module>.py`` (see ClosestToK's section of test_toolgym.py);
+   in a ``tests/envs/test_toolgym_<module>.py`` (see ClosestToK's section of test_toolgym.py);
 3. record its golden transcripts (each of its 4 ids)::
 
        python scripts/record_golden.py toolgym:Name-v0-easy --seed 0 --oracle-actions 4 \

@@ -1,0 +1,225 @@
+"""TRL (trl 1.16) adapter: rollout output, the rollout_func inside a real GRPOTrainer, and
+per-turn credit through TRL's own scoring step."""
+
+from __future__ import annotations
+
+import os
+import types
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip(
+    "xpgym.adapters.trl", reason="needs trl 1.16 (the trl extra)", exc_type=ImportError
+)
+torch = pytest.importorskip("torch")
+
+from adapter_cases import (  # noqa: E402
+    GAMMA,
+    PROMPTS,
+    RESPONSE_MASKS,
+    RESPONSES,
+    REWARD_METRICS,
+    REWARD_POSITIONS,
+    SCORES,
+    TURN_RETURNS,
+    TURN_REWARDS,
+    episodes,
+    per_token,
+    rebn_reference,
+    with_failed_member,
+    with_reward_metrics,
+)
+from trl import GRPOConfig  # noqa: E402
+
+import xpgym  # noqa: E402
+from xpgym.adapters.trl import (  # noqa: E402
+    TurnCreditGRPOTrainer,
+    episode_reward,
+    make_rollout_func,
+    task_dataset,
+    to_rollout_output,
+    turn_advantages,
+)
+from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus  # noqa: E402
+from xpgym.rollout.runner import EpisodeTask, make_tasks  # noqa: E402
+
+ENV_ID = "game:GuessTheNumber-v0-easy"
+
+
+def test_rollout_output_is_one_completion_per_episode_with_env_tokens_masked() -> None:
+    out = to_rollout_output(episodes())
+    assert out["prompt_ids"] == PROMPTS
+    assert out["completion_ids"] == RESPONSES
+    assert out["env_mask"] == RESPONSE_MASKS
+    expected_logprobs = [
+        [-t / 100 if m else 0.0 for t, m in zip(r, mask, strict=True)]
+        for r, mask in zip(RESPONSES, RESPONSE_MASKS, strict=True)
+    ]
+    np.testing.assert_allclose(
+        np.concatenate(out["logprobs"]), np.concatenate(expected_logprobs), atol=1e-7
+    )
+    assert out["episode_reward"] == SCORES
+
+
+def test_token_rewards_sit_on_each_turns_last_policy_token() -> None:
+    out = to_rollout_output(episodes())
+    for row, positions, rewards in zip(
+        out["token_rewards"], REWARD_POSITIONS, TURN_REWARDS, strict=True
+    ):
+        expected = np.zeros(len(row))
+        expected[positions] = rewards
+        np.testing.assert_array_equal(row, expected)
+
+
+def test_episode_reward_returns_the_column() -> None:
+    assert episode_reward(["a", "b"], episode_reward=[1, -0.5], prompts=["p", "p"]) == [1.0, -0.5]
+    with pytest.raises(ValueError, match="make_rollout_func"):
+        episode_reward(["a", "b"], episode_reward=[1.0])
+
+
+def _loss_mask(out: dict[str, Any]) -> Any:
+    width = max(map(len, out["env_mask"]))
+    return torch.tensor([m + [0] * (width - len(m)) for m in out["env_mask"]])
+
+
+@pytest.mark.parametrize("estimator", ["rebn", "reinforce"])
+def test_turn_advantages_equal_the_reference(estimator: str) -> None:
+    out = to_rollout_output(episodes())
+    got = turn_advantages(out["token_rewards"], _loss_mask(out), estimator=estimator, gamma=GAMMA)
+    per_turn = rebn_reference() if estimator == "rebn" else TURN_RETURNS
+    expected = per_token(per_turn)
+    for row, exp in zip(got.numpy(), expected, strict=True):
+        np.testing.assert_allclose(row[: len(exp)], exp, atol=1e-6)
+        assert not row[len(exp) :].any()
+    assert got.dtype == torch.float32
+
+
+# --------------------------------------------------------------------------------------
+# Inside a real GRPOTrainer (tiny model, CPU)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trainer(tmp_path_factory: pytest.TempPathFactory) -> TurnCreditGRPOTrainer:
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    tokenizer = build_tiny_tokenizer(env_corpus(xpgym.make(ENV_ID), episodes=5))
+    out_dir: Path = tmp_path_factory.mktemp("trl")
+    args = GRPOConfig(
+        output_dir=str(out_dir),
+        use_cpu=True,
+        per_device_train_batch_size=4,
+        num_generations=2,
+        max_steps=1,
+        max_completion_length=64,
+        report_to=[],
+        save_strategy="no",
+    )
+    trainer = TurnCreditGRPOTrainer(
+        model=build_tiny_model(tokenizer, seed=0),
+        processing_class=tokenizer,
+        reward_funcs=episode_reward,
+        args=args,
+        train_dataset=task_dataset(make_tasks(ENV_ID, 4)),
+        rollout_func=make_rollout_func(max_new_tokens=6, max_turns=3),
+        turn_advantage="rebn",
+        gamma=GAMMA,
+    )
+    trainer.model.train()  # as in Trainer.train: TRL scores a batch in train mode
+    return trainer
+
+
+def test_repeats_of_a_prompt_play_the_same_task(trainer: TurnCreditGRPOTrainer) -> None:
+    task = make_tasks(ENV_ID, 1, seed=7)[0]
+    prompts = [task.to_json()] * 2
+    out = trainer.rollout_func(prompts, trainer)
+    assert out["prompt_ids"][0] == out["prompt_ids"][1]  # same seed, same start state
+    for ids, mask, logprobs in zip(
+        out["completion_ids"], out["env_mask"], out["logprobs"], strict=True
+    ):
+        assert len(ids) == len(mask) == len(logprobs) <= trainer.max_completion_length
+        assert mask[0] == 1  # the completion starts with the first turn's tokens
+        assert mask[-1] == 1  # ... and ends with the last turn's
+        assert all(lp < 0 for lp, m in zip(logprobs, mask, strict=True) if m)
+    assert EpisodeTask.from_json(prompts[0]) == task
+    assert trainer.model.training  # the rollout put the mode back
+
+
+def test_trl_scoring_step_trains_on_per_turn_advantages(trainer: TurnCreditGRPOTrainer) -> None:
+    tasks = make_tasks(ENV_ID, 2, seed=3)
+    inputs = [{"prompt": task.to_json()} for task in tasks for _ in range(2)]
+    output = trainer._generate_and_score_completions(inputs)
+    loss_mask = output["completion_mask"] * output["tool_mask"]
+    expected = turn_advantages(
+        [x["token_rewards"] for x in inputs], loss_mask, estimator="rebn", gamma=GAMMA
+    )
+    assert output["advantages"].shape == loss_mask.shape
+    torch.testing.assert_close(output["advantages"], expected)
+    assert not output["advantages"][loss_mask == 0].any()
+
+
+def test_turn_credit_refuses_masked_truncated_completions(tmp_path: Path) -> None:
+    tokenizer = build_tiny_tokenizer(["a b"])
+    args = GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        per_device_train_batch_size=2,
+        num_generations=2,
+        mask_truncated_completions=True,
+        report_to=[],
+    )
+    with pytest.raises(ValueError, match="mask_truncated_completions=False"):
+        TurnCreditGRPOTrainer(
+            model=build_tiny_model(tokenizer, hidden_size=16, num_layers=1, num_heads=2),
+            processing_class=tokenizer,
+            reward_funcs=episode_reward,
+            args=args,
+            train_dataset=task_dataset(make_tasks(ENV_ID, 2)),
+            rollout_func=make_rollout_func(max_new_tokens=4),
+        )
+    with pytest.raises(ValueError, match="turn_advantage"):
+        TurnCreditGRPOTrainer(turn_advantage="gae")
+
+
+# --------------------------------------------------------------------------------------
+# Infrastructure failures (xpgym.core.errors)
+# --------------------------------------------------------------------------------------
+
+
+def test_an_infra_error_member_has_no_loss_tokens_and_the_healthy_group_mean() -> None:
+    """TRL groups fixed blocks of num_generations, so the failed member stays in its group
+    with the mean reward of the healthy members (`infra_filled_scores`)."""
+    out = to_rollout_output(with_failed_member())
+    assert out["env_mask"][4] == [0, 0]  # loss mask 0 on its tokens
+    assert out["token_rewards"][4] == [0.0, 0.0]
+    assert out["episode_reward"] == [*SCORES, 0.5]  # E: mean of A and B, not its 5.0
+    assert out["infra_error"] == [False] * 4 + [True]
+
+
+@pytest.mark.parametrize("estimator", ["rebn", "reinforce"])
+def test_turn_credit_leaves_out_an_infra_error_member(estimator: str) -> None:
+    out, base = to_rollout_output(with_failed_member()), to_rollout_output(episodes())
+    got = turn_advantages(out["token_rewards"], _loss_mask(out), estimator=estimator, gamma=GAMMA)
+    want = turn_advantages(
+        base["token_rewards"], _loss_mask(base), estimator=estimator, gamma=GAMMA
+    )
+    np.testing.assert_allclose(got.numpy()[:4, : want.shape[1]], want.numpy(), atol=1e-6)
+    assert not got[4].any()
+
+
+def test_reward_function_metrics_reach_grpo_trainers_log() -> None:
+    from collections import defaultdict
+
+    from xpgym.adapters.trl import log_episode_metrics
+
+    # what GRPOTrainer.log averages: per-mode lists of numbers
+    trainer = types.SimpleNamespace(
+        _metrics={"train": defaultdict(list), "eval": defaultdict(list)}
+    )
+    log_episode_metrics(trainer, with_reward_metrics(), training=True)
+    assert {k: v for k, v in trainer._metrics["train"].items()} == {
+        key: [value] for key, value in REWARD_METRICS.items()
+    }
+    assert not trainer._metrics["eval"]

@@ -1,0 +1,85 @@
+"""The main job (`recipes/train_torch.py`) runs end to end and writes what it promises."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch", reason="the training recipe needs torch (the torch extra)")
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_train_torch_recipe_writes_metrics_summary_and_plot(tmp_path):
+    command = [
+        sys.executable,
+        "recipes/train_torch.py",
+        "--steps",
+        "2",
+        "--episodes-per-step",
+        "8",
+        "--pretrain-steps",
+        "3",
+        "--pretrain-episodes-per-step",
+        "8",
+        "--time-budget-s",
+        "600",
+        "--eval-episodes",
+        "8",
+        "--eval-every",
+        "1",
+        "--out-dir",
+        str(tmp_path),
+    ]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["steps_trained"] == 2
+    for phase in ("initial", "before", "after"):
+        assert set(summary[phase]) == {"greedy", "sampled"}
+    assert summary["initial"]["greedy"]["invalid_rate"] == 1.0  # an untrained model: no format
+    assert summary["references"]["binary_search"]["success"] == 1.0
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1, 2]
+    assert (tmp_path / "reward_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "after RL, greedy" in result.stdout
+
+
+def _recipe_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("train_torch", ROOT / "recipes/train_torch.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("train_torch", module)  # dataclasses look their module up there
+    spec.loader.exec_module(sys.modules["train_torch"])
+    return sys.modules["train_torch"]
+
+
+def test_consistent_guesses_follows_the_feedback_interval():
+    recipe = _recipe_module()
+    higher, lower, win = "the number is higher than {}.", "the number is lower than {}.", "won"
+    # 5 -> higher: 6..10 allowed; 8 ok -> lower: 6..7; 9 is outside.
+    feedback = [higher.format(5), lower.format(8), lower.format(9), win]
+    assert recipe.consistent_guesses([5, 8, 9, 6], feedback, 1, 10) == (2, 3)
+    # Invalid turns count neither way and do not move the interval; turn 1 is never counted.
+    assert recipe.consistent_guesses(
+        [None, 3, None, 2], ["bad", lower.format(3), "bad", win], 1, 10
+    ) == (2, 2)
+    assert recipe.consistent_guesses([], [], 1, 10) == (0, 0)
+
+
+def test_reference_policies_bracket_the_consistency_metric():
+    recipe = _recipe_module()
+    refs = recipe.reference_policies("game:GuessTheNumber-v0-easy", episodes=100, seed=7)
+    assert refs["binary_search"]["success"] == 1.0
+    assert refs["binary_search"]["consistent"] == 1.0
+    assert 0.2 < refs["random_valid"]["consistent"] < 0.8  # ignores the feedback
+    assert refs["random_valid"]["success"] < 0.6
+
+
+def test_idle_cores_is_a_thread_count_between_one_and_four():
+    assert 1 <= _recipe_module().idle_cores() <= 4

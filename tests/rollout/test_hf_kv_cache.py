@@ -1,0 +1,162 @@
+"""`HFPolicy`'s cross-turn KV cache: the same tokens and log-probs as uncached ``generate``.
+
+Every test runs the same conversations twice, with ``kv_cache=True`` (the default) and with
+``kv_cache=False`` (``model.generate`` on whole prompts), from the same seed, and compares:
+sampled and greedy tokens exactly, log-probs to 1e-5. `CacheStats` shows that the cache was
+really used (an implementation that always re-prefilled would pass the comparison alone).
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+from typing import Any
+
+import pytest
+
+random_byte_lm = pytest.importorskip("random_byte_lm", reason="needs torch and transformers")
+torch = pytest.importorskip("torch", reason="needs torch")
+
+from toy_envs import ToyEnv  # noqa: E402
+
+from xpgym.core.vector import SyncVectorEnv  # noqa: E402
+from xpgym.rollout.collector import RolloutCollector  # noqa: E402
+from xpgym.rollout.policies.hf import HFPolicy  # noqa: E402
+
+# Bytes 0..47 stop generations too, so rows of one batch stop at different steps (the random
+# model's greedy replies repeat one byte: rows stop after one token or run to the budget).
+STOPS = [random_byte_lm.EOS_ID, *range(48)]
+SETTINGS = {
+    "sampled": {},
+    "greedy": {"greedy": True},
+    "warped": {"temperature": 0.7, "top_k": 40, "top_p": 0.9},
+}
+
+
+@pytest.fixture(scope="module")
+def model():
+    return random_byte_lm.tiny_model(seed=0)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return random_byte_lm.tiny_tokenizer()
+
+
+def policy(model: Any, tokenizer: Any, kv_cache: bool, **kwargs: Any) -> HFPolicy:
+    settings = {"max_new_tokens": 8, "seed": 3, "stop_token_ids": STOPS, **kwargs}
+    return HFPolicy(model, tokenizer, kv_cache=kv_cache, **settings)
+
+
+def converse(policy: HFPolicy, turns: list[int], late: int = 0, seed: int = 0) -> list[Any]:
+    """Multi-turn conversations: conversation ``c`` lasts ``turns[c]`` turns, and the last
+    `late` of them start one turn late (prompts that extend nothing while the others
+    continue). Each prompt is the previous prompt + response + 1..11 random "env" bytes.
+    Returns ``(turn, conversation, token_ids, logprobs)`` of every generation."""
+    rng = random.Random(seed)
+    start = {c: int(c >= len(turns) - late) for c in range(len(turns))}
+    prompts = {
+        c: [random_byte_lm.IM_START_ID] + [rng.randrange(256) for _ in range(rng.randrange(3, 30))]
+        for c in range(len(turns))
+    }
+    out = []
+    for turn in range(max(start[c] + turns[c] for c in prompts)):
+        live = [c for c in prompts if start[c] <= turn < start[c] + turns[c]]
+        for c, generation in zip(live, policy.generate([prompts[c] for c in live]), strict=True):
+            out.append((turn, c, generation.token_ids, generation.logprobs))
+            prompts[c] = (
+                prompts[c]
+                + generation.token_ids
+                + [rng.randrange(256) for _ in range(rng.randrange(1, 12))]
+            )
+    return out
+
+
+def assert_same(cached: list[Any], uncached: list[Any]) -> None:
+    assert [g[:3] for g in cached] == [g[:3] for g in uncached]
+    for (*_, a), (*_, b) in zip(cached, uncached, strict=True):
+        assert a == pytest.approx(b, abs=1e-5)
+
+
+@pytest.mark.parametrize("mode", SETTINGS)
+def test_cached_turns_match_uncached_generate(model, tokenizer, mode):
+    turns = [1, 2, 5, 3, 4, 2, 5, 1]  # conversations end at different turns
+    cached_policy = policy(model, tokenizer, True, **SETTINGS[mode])
+    cached = converse(cached_policy, turns, late=2)
+    uncached = converse(policy(model, tokenizer, False, **SETTINGS[mode]), turns, late=2)
+    assert_same(cached, uncached)
+    lengths = {len(g[2]) for g in cached}
+    assert len(lengths) > 1  # some rows stopped before others
+    stats = cached_policy.cache_stats
+    assert stats is not None
+    # the first call, and at most one more when the holes made the cache twice too wide
+    assert stats.full_prefills <= 2
+    assert stats.reused > stats.prefilled  # later turns prefilled only their new tokens
+
+
+def test_batch_size_slots_keep_their_own_cache(model, tokenizer):
+    turns = [3, 3, 2, 4, 3]
+    cached_policy = policy(model, tokenizer, True, batch_size=2)
+    cached = converse(cached_policy, turns)
+    assert_same(cached, converse(policy(model, tokenizer, False, batch_size=2), turns))
+    assert cached_policy.cache_stats.reused > 0
+
+
+def test_changed_weights_drop_the_cache(model, tokenizer):
+    changed = random_byte_lm.tiny_model(seed=0)
+    cached_policy = policy(changed, tokenizer, True)
+    reference = policy(changed, tokenizer, False)
+    first = [[random_byte_lm.IM_START_ID, 65, 66, 67], [random_byte_lm.IM_START_ID, 70]]
+    cached = converse_once(cached_policy, first)
+    assert_same(cached, converse_once(reference, first))
+    again = [p + g[2] + [72] for p, g in zip(first, cached, strict=True)]  # extends the cache
+    with torch.no_grad():  # an optimiser step changes the weights in place
+        next(changed.parameters()).mul_(1.5)
+    assert_same(converse_once(cached_policy, again), converse_once(reference, again))
+    assert cached_policy.cache_stats.full_prefills == 2
+    assert cached_policy.cache_stats.reused == 0
+
+
+def converse_once(p: HFPolicy, prompts: list[list[int]]) -> list[Any]:
+    return [(0, c, g.token_ids, g.logprobs) for c, g in enumerate(p.generate(prompts))]
+
+
+def test_a_batch_that_continues_nothing_is_prefilled_whole(model, tokenizer):
+    cached_policy = policy(model, tokenizer, True)
+    converse(cached_policy, [2, 2], seed=1)
+    converse(cached_policy, [2, 2], seed=2)  # new conversations: no cached row is a prefix
+    assert cached_policy.cache_stats.full_prefills == 2
+    cached_policy.clear_cache()
+    converse_once(cached_policy, [[random_byte_lm.IM_START_ID, 65]])
+    assert cached_policy.cache_stats.full_prefills == 3
+
+
+def test_collector_episodes_match_with_and_without_cache(model, tokenizer):
+    """Token-exact episodes of different lengths, more episodes than sub-envs: new episodes
+    start (full prefill) while others continue (cached) in the same calls."""
+
+    def collect(kv_cache: bool) -> list[Any]:
+        envs = [functools.partial(ToyEnv, episode_length=n) for n in (1, 3, 5)]
+        with SyncVectorEnv(envs) as vec:
+            collector = RolloutCollector(
+                vec, policy(model, tokenizer, kv_cache), system_prompt="Go."
+            )
+            return collector.collect(7, seed=4)
+
+    cached, uncached = collect(True), collect(False)
+    assert len({len(e.turns) for e in cached}) > 1
+    for a, b in zip(cached, uncached, strict=True):
+        assert [t.response_ids for t in a.turns] == [t.response_ids for t in b.turns]
+        assert [t.prompt_ids for t in a.turns] == [t.prompt_ids for t in b.turns]
+        for ta, tb in zip(a.turns, b.turns, strict=True):
+            assert ta.response_logprobs == pytest.approx(tb.response_logprobs, abs=1e-5)
+
+
+def test_generation_kwargs_or_unsupported_processors_decode_uncached(model, tokenizer):
+    assert policy(model, tokenizer, True).kv_cache
+    assert not policy(model, tokenizer, False).kv_cache
+    assert not policy(model, tokenizer, True, generation_kwargs={"min_new_tokens": 2}).kv_cache
+    custom = random_byte_lm.tiny_model(seed=0)
+    custom.generation_config.no_repeat_ngram_size = 2
+    assert not policy(custom, tokenizer, True).kv_cache
+    assert policy(custom, tokenizer, False).cache_stats is None

@@ -1,0 +1,168 @@
+"""Log every finished episode to a JSON-lines file, from whatever process runs the env.
+
+A trainer's own rollout workers (Ray actors, vLLM servers' agent loops, subprocesses) build
+xpgym envs where the caller cannot reach them. Setting ``XPGYM_EPISODE_LOG=<directory>`` in
+the environment of the launching process makes every env that a trainer's worker builds
+through xpgym's adapters (and the recipes' own vector envs) log its episodes: their return,
+length and env time land in ``<directory>/episodes-<host>-<pid>.jsonl`` (one file per
+process: no two processes append to the same file), one line per step. `read_episode_log`
+merges the files into one record per episode, in the order the episodes ended.
+This is how the parity suite collects the same learning curve from every trainer
+(`parity.gpu`) and splits a step's time into env and policy (`parity.bench`).
+
+`log_episodes_if_requested` is the one place xpgym reads the variable; the code that builds
+envs inside a trainer's workers calls it (`xpgym.rollout.env_pool.make_trainer_env`,
+the Oat adapter's vector env, the recipes' vector envs). `xpgym.make` itself never reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from xpgym.core.env import Env, Wrapper
+
+__all__ = ["EPISODE_LOG_VARIABLE", "EpisodeLog", "log_episodes_if_requested", "read_episode_log"]
+
+EPISODE_LOG_VARIABLE = "XPGYM_EPISODE_LOG"
+"""The environment variable `log_episodes_if_requested` reads: the log's directory."""
+
+
+def log_episodes_if_requested(env: Env) -> Env:
+    """`env` in `EpisodeLog` when ``XPGYM_EPISODE_LOG`` names a directory, else `env` itself.
+
+    The variable is read at each call (in the process that builds the env, so a worker
+    process or Ray actor that inherited it logs to the same directory). A module-level
+    function, so it pickles as a `make_vec` wrapper for worker processes.
+    """
+    directory = os.environ.get(EPISODE_LOG_VARIABLE)
+    return EpisodeLog(env, directory) if directory else env
+
+
+class EpisodeLog(Wrapper[Any]):
+    """Log every step's running episode totals to ``<directory>/episodes-<host>-<pid>.jsonl``.
+
+    Each step appends ``{"episode", "env_id", "seed", "return", "length", "correct",
+    "env_s", "end", "done"}``: ``episode`` a key unique to this process's episode,
+    ``return`` the sum of the episode's rewards so far, ``length`` its steps so far,
+    ``correct`` the step's ``info.get("correct")`` (``None`` when not reported), ``env_s``
+    the seconds spent inside the wrapped env's ``reset`` and ``step`` calls of the episode
+    (so a rollout's time splits into env time and the rest), ``end`` the wall clock
+    (`time.time`) after the step, and ``done`` whether the env ended the episode. The last
+    line of an episode is the episode: `read_episode_log` keeps it. Logging every step means
+    an episode the *caller* cut short (a token budget, a turn limit of the trainer's, a crash)
+    is still logged with what it earned. The file is opened on the first step, in append
+    mode, and every line is flushed at once.
+    """
+
+    def __init__(
+        self,
+        env: Env,
+        directory: str | os.PathLike[str],
+        clock: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        super().__init__(env)
+        self.directory = Path(directory)
+        self.clock = clock
+        self._file: TextIO | None = None
+        self._episodes = 0
+        self._seed: int | None = None
+        self._return = 0.0
+        self._length = 0
+        self._env_s = 0.0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        begin = self.clock()
+        result = self.env.reset(seed=seed, options=options)
+        self._env_s = self.clock() - begin
+        self._episodes += 1
+        self._seed = seed
+        self._return = 0.0
+        self._length = 0
+        return result
+
+    def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        begin = self.clock()
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._env_s += self.clock() - begin
+        self._return += float(reward)
+        self._length += 1
+        self._write(info.get("correct"), done=terminated or truncated)
+        return obs, reward, terminated, truncated, info
+
+    def get_wrapper_state(self) -> dict[str, Any]:
+        """The episode's running totals (``seed``, ``return``, ``length``, ``env_s``)."""
+        return {
+            "seed": self._seed,
+            "return": self._return,
+            "length": self._length,
+            "env_s": self._env_s,
+        }
+
+    def set_wrapper_state(self, state: dict[str, Any]) -> None:
+        """Continue from a snapshot's totals as a new episode of its own: an env restored
+        from another's snapshot (a GRPO group member) is logged apart from its source."""
+        self._episodes += 1
+        self._seed = state["seed"]
+        self._return = float(state["return"])
+        self._length = int(state["length"])
+        self._env_s = float(state["env_s"])
+
+    def _write(self, correct: Any, *, done: bool) -> None:
+        if self._file is None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            name = f"episodes-{socket.gethostname()}-{os.getpid()}.jsonl"
+            self._file = open(self.directory / name, "a", encoding="utf-8")  # noqa: SIM115
+        record = {
+            "episode": f"{os.getpid()}-{id(self):x}-{self._episodes}",
+            "env_id": self.spec.id if self.spec is not None else None,
+            "seed": self._seed,
+            "return": self._return,
+            "length": self._length,
+            "correct": correct if isinstance(correct, (bool, int, float)) else None,
+            "env_s": self._env_s,
+            "end": time.time(),
+            "done": bool(done),
+        }
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        self.env.close()
+
+
+def read_episode_log(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
+    """Every episode `EpisodeLog` logged under `directory` (its last line), ordered by the
+    time of its last step.
+
+    Raises:
+        FileNotFoundError: `directory` holds no ``episodes-*.jsonl`` file.
+        ValueError: A line is not JSON (the message names the file and line).
+    """
+    files = sorted(Path(directory).glob("episodes-*.jsonl"))
+    if not files:
+        raise FileNotFoundError(
+            f"no episodes-*.jsonl under {directory}: was it set as {EPISODE_LOG_VARIABLE} "
+            "for the run?"
+        )
+    episodes: dict[str, dict[str, Any]] = {}
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from exc
+            episodes[f"{path.name}/{record['episode']}"] = record
+    return sorted(episodes.values(), key=lambda record: record["end"])

@@ -1,0 +1,226 @@
+"""Cross-turn KV cache for `xpgym.rollout.policies.hf.HFPolicy`: prefill only what a turn adds.
+
+In a multi-turn episode the next prompt extends the previous prompt and response
+token-exactly (the collector's ``"tokens"`` mode, `xpgym.core.chat.ChatPromptBuilder`), so the
+keys and values of that prefix were computed in the previous call. `CachedDecoder` keeps them
+and prefills only the new tokens, for the whole batch of in-flight episodes at once. Torch is
+imported by the caller; this module only receives tensors and the model.
+
+Layout
+    One batched cache (``[B, heads, S, head_dim]`` per layer) holds row ``b``'s tokens in order,
+    with holes: the left padding of each turn's block of new tokens and the tokens fed after
+    the row stopped. Holes get attention mask 0, and ``position_ids`` count the row's real
+    tokens only, so each real token sees the same keys at the same positions as in a fresh
+    left-padded prefill of its whole prompt: log-probs agree with ``model.generate`` up to
+    float rounding (tested to 1e-5), and so do the sampled tokens.
+
+One call, prompts ``p_0 .. p_{B-1}``:
+    1. Match: prompt ``p`` continues cached row ``r`` if ``r``'s real tokens are a proper
+       prefix of ``p`` (longest such row wins; several prompts may continue one row) and the
+       model's parameters have not changed since (their in-place version counters). Rows no
+       prompt continues are dropped. A prompt without a match gets a fully masked slot and is
+       prefilled whole; if nothing matches, or the cache has become more than twice as wide
+       as its longest row, the cache is dropped and every prompt is prefilled (memory is
+       bounded by one batch).
+    2. Prefill: one forward pass over the new tokens, left-padded to the longest.
+    3. Decode like ``model.generate`` with ``do_sample`` (or greedy): logits in float32,
+       then temperature, top-k and top-p (transformers' own warpers, in ``generate``'s
+       order), then one ``torch.multinomial`` draw per step for the whole batch (finished
+       rows draw too and get ``pad_token_id``), so the same RNG state gives the same tokens.
+       It stops when every row has produced a stop token or after ``max_new_tokens``.
+    4. Keep: each row's prompt plus the response tokens that were fed back (all but the last).
+
+Limits: the model's cache must support ``batch_select_indices`` (transformers'
+``DynamicCache``, what decoder-only models build by default). With sliding-window attention
+the window counts cache slots, holes included, so once a cache is wider than the window the
+results drift from ``generate``'s; use ``kv_cache=False`` for such models with long prompts.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["CacheStats", "CachedDecoder"]
+
+
+@dataclass
+class CacheStats:
+    """Token counts since the policy was built: ``prefilled`` tokens went through a forward
+    pass as prompt tokens, ``reused`` prompt tokens came from the cache instead, and
+    ``full_prefills`` counts calls in which no cache row was reused."""
+
+    prefilled: int = 0
+    reused: int = 0
+    full_prefills: int = 0
+
+
+@dataclass
+class _Session:
+    cache: Any  # the model's cache object, batch = len(rows)
+    mask: Any  # [B, S] long: 1 where the slot holds a real token of the row
+    rows: list[tuple[int, ...]]  # each row's real tokens, in order
+    weights: tuple[int, ...]  # parameter versions when the cache was computed
+
+
+class CachedDecoder:
+    """Batched sampling with a KV cache kept across calls (see the module docstring).
+
+    One `_Session` per batch slot (``HFPolicy.batch_size`` splits a call into slots); a prompt
+    only continues rows of its own slot's previous batch.
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        max_new_tokens: int,
+        greedy: bool,
+        temperature: float,
+        top_k: int,
+        top_p: float,
+        stop_token_ids: list[int],
+        pad_token_id: int,
+    ) -> None:
+        self.model = model
+        self.max_new_tokens = max_new_tokens
+        self.greedy = greedy
+        self.stop_token_ids = stop_token_ids
+        self.pad_token_id = pad_token_id
+        self.stats = CacheStats()
+        self._warpers = [] if greedy else _warpers(temperature, top_k, top_p)
+        parameters = inspect.signature(model.forward).parameters
+        self._keep_last = {"logits_to_keep": 1} if "logits_to_keep" in parameters else {}
+        # transformers >= 5.24 names the cache argument ``cache``, earlier ``past_key_values``
+        self._cache_arg = "cache" if "cache" in parameters else "past_key_values"
+        self._sessions: dict[int, _Session] = {}
+
+    def clear(self) -> None:
+        """Drop every cached row."""
+        self._sessions.clear()
+
+    def decode(self, torch: Any, prompts: list[list[int]], slot: int) -> tuple[Any, Any]:
+        """``(tokens, logprobs)``, both ``[B, T]`` on the CPU, for `prompts` in batch `slot`.
+
+        Row ``b`` holds its ``T`` drawn tokens (``pad_token_id`` after it stopped) and their
+        log-probs under the processed distribution. Call it inside ``torch.inference_mode``
+        with the RNG seeded: the draws are ``torch.multinomial`` calls like ``generate``'s.
+        """
+        session = self._sessions.pop(slot, None)  # consumed: a failed call leaves no cache
+        device = self.model.device
+        weights = tuple(p._version for p in self.model.parameters())
+        matches = self._match(session, prompts, weights)
+        if session is None or all(m is None for m in matches):
+            self.stats.full_prefills += 1
+            cache, old_mask = None, torch.zeros((len(prompts), 0), dtype=torch.long)
+            reused = [0] * len(prompts)
+        else:
+            index = torch.tensor([0 if m is None else m for m in matches], dtype=torch.long)
+            cache = session.cache
+            cache.batch_select_indices(index.to(device))
+            old_mask = session.mask[index]
+            old_mask[[b for b, m in enumerate(matches) if m is None]] = 0
+            reused = [0 if m is None else len(session.rows[m]) for m in matches]
+        new = [prompt[start:] for prompt, start in zip(prompts, reused, strict=True)]
+        self.stats.reused += sum(reused)
+        self.stats.prefilled += sum(len(n) for n in new)
+
+        width = max(len(n) for n in new)
+        block = torch.full((len(new), width), self.pad_token_id, dtype=torch.long)
+        block_mask = torch.zeros((len(new), width), dtype=torch.long)
+        for row, tokens in enumerate(new):  # left padding inside the block
+            block[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
+            block_mask[row, width - len(tokens) :] = 1
+        real = old_mask.sum(dim=1)  # real tokens before the block
+        positions = (real[:, None] + block_mask.cumsum(dim=1) - 1).clamp(min=0)
+        mask = torch.cat([old_mask, block_mask], dim=1).to(device)
+        logits, cache = self._forward(block.to(device), mask, positions.to(device), cache)
+        real = (real + block_mask.sum(dim=1)).to(device)
+
+        stops = torch.tensor(self.stop_token_ids, dtype=torch.long, device=device)
+        alive = torch.ones(len(new), dtype=torch.bool, device=device)
+        tokens, logprobs, fed = [], [], []
+        for step in range(self.max_new_tokens):
+            scores = logits.float()
+            for warp in self._warpers:
+                scores = warp(None, scores)
+            if self.greedy:
+                picked = scores.argmax(dim=-1)
+            else:
+                picked = torch.multinomial(torch.softmax(scores, dim=-1), num_samples=1)[:, 0]
+            picked = torch.where(alive, picked, self.pad_token_id)
+            tokens.append(picked)
+            logprobs.append(torch.log_softmax(scores, dim=-1).gather(-1, picked[:, None])[:, 0])
+            was_alive = alive
+            alive = alive & ~torch.isin(picked, stops)
+            if step == self.max_new_tokens - 1 or not alive.any():
+                break
+            # Feed the token back; a row that had already stopped gets a hole.
+            fed.append(was_alive)
+            mask = torch.cat([mask, was_alive[:, None].long()], dim=1)
+            logits, cache = self._forward(picked[:, None], mask, real[:, None], cache)
+            real = real + was_alive.long()
+
+        tokens_t = torch.stack(tokens, dim=1).cpu()
+        fed_t = torch.stack(fed, dim=1).cpu() if fed else torch.zeros((len(new), 0), dtype=bool)
+        rows = [
+            tuple(prompt) + tuple(tokens_t[row, : fed_t.shape[1]][fed_t[row]].tolist())
+            for row, prompt in enumerate(prompts)
+        ]
+        self._sessions[slot] = _Session(cache, mask.cpu(), rows, weights)
+        return tokens_t, torch.stack(logprobs, dim=1).cpu()
+
+    def _match(
+        self, session: _Session | None, prompts: list[list[int]], weights: tuple[int, ...]
+    ) -> list[int | None]:
+        """For each prompt, the longest cached row that is a proper prefix of it, if any."""
+        if session is None or session.weights != weights:
+            return [None] * len(prompts)
+        if session.mask.shape[1] > 2 * max(len(row) for row in session.rows):
+            return [None] * len(prompts)  # too many holes: start a compact cache
+        by_length: dict[int, dict[tuple[int, ...], int]] = {}
+        for index, row in enumerate(session.rows):
+            by_length.setdefault(len(row), {})[row] = index
+        lengths = sorted(by_length, reverse=True)
+        matches: list[int | None] = []
+        for prompt in prompts:
+            key = tuple(prompt)
+            matches.append(
+                next(
+                    (
+                        by_length[n][key[:n]]
+                        for n in lengths
+                        if n < len(key) and key[:n] in by_length[n]
+                    ),
+                    None,
+                )
+            )
+        return matches
+
+    def _forward(self, input_ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
+        """Logits of each row's last position ``[B, V]`` and the extended cache."""
+        output = self.model(
+            input_ids=input_ids,
+            attention_mask=mask,
+            position_ids=positions,
+            use_cache=True,
+            **{self._cache_arg: cache},
+            **self._keep_last,
+        )
+        return output.logits[:, -1], output[self._cache_arg]
+
+
+def _warpers(temperature: float, top_k: int, top_p: float) -> list[Any]:
+    """transformers' sampling warpers that ``generate`` builds for these settings, in its
+    order (temperature, top-k, top-p); each is called as ``warp(input_ids, scores)``."""
+    from transformers import TemperatureLogitsWarper, TopKLogitsWarper, TopPLogitsWarper
+
+    warpers: list[Any] = []
+    if temperature != 1.0:
+        warpers.append(TemperatureLogitsWarper(temperature))
+    if top_k != 0:
+        warpers.append(TopKLogitsWarper(top_k=top_k))
+    if top_p < 1.0:
+        warpers.append(TopPLogitsWarper(top_p=top_p))
+    return warpers

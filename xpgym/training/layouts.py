@@ -1,0 +1,912 @@
+r"""Token rows for trainers: the two layouts of `Episode`\ s, packed, padded or split.
+
+Rows are built from episodes whose turns carry token ids and satisfy the token-exactness
+contract of `xpgym.core.trajectory`; the math on them is in `xpgym.training.advantages`.
+Every adapter gets its rows here, so token and mask bookkeeping is written once.
+
+Token layouts
+-------------
+Two layouts turn episodes into rows of tokens; both return `PackedRows`:
+
+* `turn_rows`: one row per turn, ``prompt_ids + response_ids`` of that turn. Its prompt
+  already holds the history. Consumed by Oat, the verl agent loop returning a list of
+  outputs (one row per turn), and ROLL's step env managers.
+* `episode_rows`: one row per episode, ``turns[-1].prompt_ids + turns[-1].response_ids``,
+  which by the contract holds every turn's prompt and response. Consumed by the verl agent
+  loop returning one output, OpenRLHF, RL2 and ROLL's trajectory env manager.
+
+Anatomy of a row, in every form. The row's *prompt* is its first turn's ``prompt_ids``; its
+*response* is every token after that: in `turn_rows` the turn's ``response_ids``; in
+`episode_rows` all turns' policy tokens *and* the env/tool tokens between them (verl's
+``responses``). Per token:
+
+* ``response_mask``: 1 on policy tokens (some turn's ``response_ids``), 0 on prompt,
+  env/tool and padding tokens: the loss mask;
+* ``turn_index``: the index of the turn a policy token belongs to, -1 on every other token,
+  so per-turn advantages broadcast as ``adv_per_turn[turn_index]`` where ``turn_index >= 0``;
+* ``token_rewards``: each turn's reward on that turn's last policy token, 0 elsewhere;
+* ``rollout_logprobs``: the sampler's log-probability on each policy token, 0 elsewhere
+  (``None`` when the episodes carry no ``response_logprobs``).
+
+Every per-token array is aligned with ``input_ids`` (entry ``j`` describes token ``j``, not
+the prediction of token ``j + 1``): trainers that score next-token positions (OpenRLHF's
+``action_mask``, RL2, ROLL's ``[:, 1:]`` keys, Oat's ``response_masks``) shift by one.
+
+Three forms of the same rows (ids, masks, positions and indices int64; rewards and
+log-probabilities float32; flags bool):
+
+* `PackedRows` (from the layout functions): rows concatenated, no padding, ``[N]`` arrays
+  with ``cu_seqlens [B + 1]`` offsets (flash-attention varlen / RL2 packing / verl's
+  unpadded rows);
+* `PackedRows.pad` -> `PaddedRows`: one right-padded sequence per row, ``[B, L]`` (Oat,
+  OpenRLHF ``sequences``, ROLL, RL2);
+* `PackedRows.split` -> `SplitRows`: prompt left-padded ``[B, P]`` + response right-padded
+  ``[B, R]`` (verl ``DataProto``: ``prompts``, ``responses``, ``response_mask``, ...).
+
+`PackedRows.row` gives one row without padding (`Row`: views into the packed arrays), for
+hooks that hand a trainer one sequence at a time (verl's ``AgentLoopOutput``, OpenRLHF's
+agent output). Every row carries its episode's ``group_id`` (`RowInfo.group_id`; an episode
+without one is a group of its own), the GRPO group of trainers that take one (verl ``uid``,
+ROLL ``traj_group_id``).
+
+Infrastructure failures (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): the
+rows of such an episode keep their tokens (batch shapes do not change) but carry nothing a
+trainer could learn from: `response_mask` 0 and `turn_index` -1 on every token (no loss, no
+turn in per-token statistics), `token_rewards` 0 (`reward` keeps the recorded sum, for logs),
+`infra_error` set, and the group id ``f"{INFRA_GROUP_PREFIX}{episode_index}"``, a group of
+its own, so the other members' group mean and std (verl ``uid``, ROLL ``traj_group_id``)
+are those of the healthy members alone.
+
+Length limits: a row longer than the limit raises by default; with ``truncate=True`` it keeps
+its *first* tokens (the tail is cut, so every kept token keeps the exact context it was
+sampled with), and a reward whose token was cut moves to the row's last kept policy token, so
+the row's reward sum, and every kept turn's undiscounted return-to-go, is unchanged.
+
+Shared by several adapters: `build_rows` (a layout by name), `PackedRows.with_row_rewards`
+(one value per row on its last policy token, e.g. per-turn returns for trainers whose
+estimator sees rows, not episodes), `on_last_policy_token` (the same on padded arrays),
+`zero_padded_positions` and `shift_to_predictions` (the next-token view).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from itertools import chain
+from typing import Any, Literal, NamedTuple
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from xpgym.core.trajectory import (
+    INFRA_GROUP_PREFIX,
+    UNGROUPED_PREFIX,
+    Episode,
+    Turn,
+    training_group_ids,
+)
+
+__all__ = [
+    "INFRA_GROUP_PREFIX",
+    "LAYOUTS",
+    "UNGROUPED_PREFIX",
+    "Layout",
+    "PackedRows",
+    "PaddedRows",
+    "PrefixMismatchError",
+    "Row",
+    "RowInfo",
+    "SplitRows",
+    "build_rows",
+    "episode_rows",
+    "on_last_policy_token",
+    "shift_to_predictions",
+    "turn_rows",
+    "zero_padded_positions",
+]
+
+Layout = Literal["per_turn", "per_episode"]
+LAYOUTS: tuple[str, ...] = ("per_turn", "per_episode")
+
+
+# --------------------------------------------------------------------------------------
+# Row containers
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class RowInfo:
+    """Per-row facts shared by `PackedRows`, `PaddedRows` and `SplitRows`; all ``[B]``.
+
+    A row covers turns ``first_turn .. first_turn + num_turns - 1`` of episode
+    ``episode_index``: one turn in `turn_rows`; in `episode_rows` all turns (or, with
+    ``on_mismatch="split"``, a run of prefix-consistent turns). Truncation changes only
+    `prompt_length`, `response_length` and `overlong`: the other fields describe the row's
+    turns as collected.
+
+    Attributes:
+        episode_index: int64, index of the row's episode in the input list.
+        first_turn: int64, index of the row's first turn in its episode (in `turn_rows`,
+            the row's turn).
+        num_turns: int64, turns in the row (1 in `turn_rows`).
+        group_id: object (str), the ``group_id`` of the row's episode; an episode without
+            one gets ``f"{UNGROUPED_PREFIX}{episode_index}"``, a group of its own.
+        prompt_length: int64, tokens before the response (the first turn's prompt).
+        response_length: int64, tokens from the first policy token to the end of the row
+            (after truncation): policy tokens plus, in episode rows, env/tool tokens.
+        reward: float32, sum of the rewards of the row's turns (not changed by truncation).
+        terminated: bool, `Turn.terminated` of the row's last turn.
+        truncated: bool, `Turn.truncated` of the row's last turn (the env's limit).
+        overlong: bool, the row was longer than a length limit and lost its tail
+            (``truncate=True``); unrelated to `truncated`.
+        infra_error: bool, the row's episode has ``outcome == "infra_error"``: its
+            `response_mask` is all 0 and it is a group of its own (module docstring).
+    """
+
+    episode_index: np.ndarray
+    first_turn: np.ndarray
+    num_turns: np.ndarray
+    group_id: np.ndarray
+    prompt_length: np.ndarray
+    response_length: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: np.ndarray
+    overlong: np.ndarray
+    infra_error: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.episode_index)
+
+    def _row_info(self) -> dict[str, np.ndarray]:
+        return {f.name: getattr(self, f.name) for f in fields(RowInfo)}
+
+    def _describe(self, b: int) -> str:
+        first, n = int(self.first_turn[b]), int(self.num_turns[b])
+        turns = f"turn {first}" if n == 1 else f"turns {first}..{first + n - 1}"
+        return f"row {b} (episode {int(self.episode_index[b])}, {turns})"
+
+
+@dataclass(frozen=True, eq=False)
+class Row:
+    """One row of `PackedRows`, without padding (`PackedRows.row`).
+
+    The arrays are ``[n]`` views into the packed arrays (``n`` the row's tokens), with the
+    meaning of the module docstring; the row's prompt is ``input_ids[:prompt_length]``, its
+    response the rest (`prompt_ids`, `response_ids`; slice any other array with
+    `response`).
+
+    Attributes:
+        episode_index, first_turn, num_turns, group_id, prompt_length: The row's
+            `RowInfo` entries.
+        input_ids: ``[n]`` int64, prompt then response.
+        response_mask: ``[n]`` int64, 1 on policy tokens.
+        turn_index: ``[n]`` int64, turn of each policy token, -1 elsewhere.
+        token_rewards: ``[n]`` float32, each turn's reward on its last policy token.
+        rollout_logprobs: ``[n]`` float32 sampler log-probabilities, or ``None``.
+    """
+
+    episode_index: int
+    first_turn: int
+    num_turns: int
+    group_id: str
+    prompt_length: int
+    input_ids: np.ndarray
+    response_mask: np.ndarray
+    turn_index: np.ndarray
+    token_rewards: np.ndarray
+    rollout_logprobs: np.ndarray | None
+
+    @property
+    def response(self) -> slice:
+        """The positions of the response: ``slice(prompt_length, None)``."""
+        return slice(self.prompt_length, None)
+
+    @property
+    def prompt_ids(self) -> np.ndarray:
+        """``[prompt_length]`` int64, the row's first prompt."""
+        return self.input_ids[: self.prompt_length]
+
+    @property
+    def response_ids(self) -> np.ndarray:
+        """``[n - prompt_length]`` int64, everything after the prompt."""
+        return self.input_ids[self.response]
+
+
+@dataclass(frozen=True, eq=False)
+class PackedRows(RowInfo):
+    """Rows concatenated without padding: row ``b`` is ``[cu_seqlens[b], cu_seqlens[b+1])``.
+
+    ``N`` is the total number of tokens, ``B`` the number of rows. See the module docstring
+    for what the per-token arrays mean; `pad` and `split` give the padded forms.
+
+    Attributes:
+        input_ids: ``[N]`` int64, the rows' tokens, one after the other.
+        position_ids: ``[N]`` int64, position of each token within its row (0, 1, ...).
+        response_mask: ``[N]`` int64, 1 on policy tokens.
+        turn_index: ``[N]`` int64, turn of each policy token, -1 elsewhere.
+        token_rewards: ``[N]`` float32, each turn's reward on its last policy token.
+        rollout_logprobs: ``[N]`` float32 sampler log-probabilities on policy tokens (0
+            elsewhere), or ``None`` when the episodes have no ``response_logprobs``.
+        cu_seqlens: ``[B + 1]`` int64, row offsets into the ``[N]`` arrays (starts at 0).
+    """
+
+    input_ids: np.ndarray
+    position_ids: np.ndarray
+    response_mask: np.ndarray
+    turn_index: np.ndarray
+    token_rewards: np.ndarray
+    rollout_logprobs: np.ndarray | None
+    cu_seqlens: np.ndarray
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """``[B]`` int64, tokens per row (``prompt_length + response_length``)."""
+        return np.diff(self.cu_seqlens)
+
+    def row(self, b: int) -> Row:
+        """Row `b` without padding: its `RowInfo` entries and ``[n]`` views of its tokens."""
+        b = operator.index(b)
+        if not -len(self) <= b < len(self):
+            raise IndexError(f"row {b} of {len(self)} rows")
+        b %= len(self)
+        span = slice(int(self.cu_seqlens[b]), int(self.cu_seqlens[b + 1]))
+        logprobs = self.rollout_logprobs
+        return Row(
+            episode_index=int(self.episode_index[b]),
+            first_turn=int(self.first_turn[b]),
+            num_turns=int(self.num_turns[b]),
+            group_id=str(self.group_id[b]),
+            prompt_length=int(self.prompt_length[b]),
+            input_ids=self.input_ids[span],
+            response_mask=self.response_mask[span],
+            turn_index=self.turn_index[span],
+            token_rewards=self.token_rewards[span],
+            rollout_logprobs=None if logprobs is None else logprobs[span],
+        )
+
+    def with_row_rewards(self, values: ArrayLike) -> PackedRows:
+        """These rows with `token_rewards` replaced: ``values[b]`` on row ``b``'s last
+        policy token, 0 elsewhere (`reward` keeps the sum of the turns' rewards).
+
+        For trainers whose estimator sees rows, not episodes: with per-turn rows and
+        ``values`` each turn's return ``G_t`` (`xpgym.training.advantages.row_returns`), a
+        trainer reading the reward of a row reads the turn's return. Truncation (`pad`,
+        `split`) then moves a cut value to the last kept policy token, like any reward.
+
+        An infra-error row (no policy token) gets no value.
+
+        Raises:
+            ValueError: `values` is not ``[B]``, or a row that is not an infra-error row
+                has no policy token.
+        """
+        vals = np.asarray(values, dtype=np.float64)
+        if vals.shape != (len(self),):
+            raise ValueError(f"values must be [B] = [{len(self)}], got shape {vals.shape}")
+        policy = np.flatnonzero(self.response_mask)
+        last = np.full(len(self), -1, dtype=np.int64)  # each row's last policy token
+        np.maximum.at(last, np.searchsorted(self.cu_seqlens, policy, side="right") - 1, policy)
+        empty = (last < 0) & ~self.infra_error
+        if empty.any():
+            raise ValueError(
+                f"row {int(np.flatnonzero(empty)[0])} has no policy token to put its value on"
+            )
+        token_rewards = np.zeros_like(self.token_rewards)
+        token_rewards[last[last >= 0]] = vals[last >= 0]
+        return dataclasses.replace(self, token_rewards=token_rewards)
+
+    def pad(
+        self,
+        *,
+        pad_token_id: int,
+        max_length: int | None = None,
+        truncate: bool = False,
+        pad_to_max_length: bool = False,
+    ) -> PaddedRows:
+        """One right-padded sequence per row: ``[B, L]``.
+
+        Args:
+            pad_token_id: Id written at padding positions of `input_ids` (it may equal a
+                real id such as eos; padding is told apart by `attention_mask`).
+            max_length: Most tokens a row may have. ``None``: no limit.
+            truncate: What happens to a row longer than `max_length`: ``False`` raises
+                `ValueError`; ``True`` keeps its first `max_length` tokens, moves rewards
+                of cut tokens to the last kept policy token (a row left with no policy
+                token keeps its reward only in `reward`) and sets `overlong`.
+            pad_to_max_length: Pad to ``L = max_length`` (fixed shapes, e.g. ROLL's
+                ``sequence_length``) instead of the longest row.
+
+        Returns:
+            `PaddedRows`; ``L`` is the longest row (or `max_length`); padding on the right.
+        """
+        pad_token_id = operator.index(pad_token_id)
+        max_length = _check_limit("max_length", max_length, pad_to_max_length)
+        rows = self
+        if max_length is not None:
+            keep = np.full(len(self), max_length, dtype=np.int64)
+            rows = self._cut(keep, truncate=truncate, limit="max_length")
+        lengths = rows.lengths
+        width = int(lengths.max(initial=0))
+        if pad_to_max_length and max_length is not None:
+            width = max_length
+        real = np.arange(width) < lengths[:, None]  # [B, L], row-major order = packed order
+        logprobs = rows.rollout_logprobs
+        attention_mask = real.astype(np.int64)
+        return PaddedRows(
+            **rows._row_info(),
+            input_ids=_fill(rows.input_ids, real, pad_token_id),
+            attention_mask=attention_mask,
+            position_ids=_positions(attention_mask),
+            response_mask=_fill(rows.response_mask, real, 0),
+            turn_index=_fill(rows.turn_index, real, -1),
+            token_rewards=_fill(rows.token_rewards, real, 0),
+            rollout_logprobs=None if logprobs is None else _fill(logprobs, real, 0),
+        )
+
+    def split(
+        self,
+        *,
+        pad_token_id: int,
+        max_prompt_length: int | None = None,
+        max_response_length: int | None = None,
+        truncate: bool = False,
+        pad_to_max_length: bool = False,
+    ) -> SplitRows:
+        """Prompt left-padded ``[B, P]`` + response right-padded ``[B, R]`` (verl's form).
+
+        The prompt is the row's first turn's ``prompt_ids``; the response is everything
+        after it (in episode rows: every turn's policy tokens and the env/tool tokens
+        between them, with `response_mask` 1 on the policy tokens only).
+
+        Args:
+            pad_token_id: Id written at padding positions of `prompts` and `responses`.
+            max_prompt_length: Most prompt tokens (verl ``rollout.prompt_length``). A longer
+                prompt always raises `ValueError`, even with `truncate`: cutting the start
+                of a prompt would change the context of every later token. Filter such
+                episodes first.
+            max_response_length: Most response tokens (verl ``rollout.response_length``).
+            truncate: What happens to a longer response: ``False`` raises `ValueError`;
+                ``True`` keeps its first `max_response_length` tokens, moves rewards of cut
+                tokens to the last kept policy token and sets `overlong`.
+            pad_to_max_length: Pad to ``P = max_prompt_length`` and
+                ``R = max_response_length`` (verl pads to its configured lengths) instead
+                of the longest prompt and response; both limits must then be given.
+
+        Returns:
+            `SplitRows`.
+        """
+        pad_token_id = operator.index(pad_token_id)
+        max_prompt_length = _check_limit("max_prompt_length", max_prompt_length, pad_to_max_length)
+        max_response_length = _check_limit(
+            "max_response_length", max_response_length, pad_to_max_length
+        )
+        if max_prompt_length is not None:
+            for b in np.flatnonzero(self.prompt_length > max_prompt_length):
+                raise ValueError(
+                    f"{self._describe(int(b))} has a {int(self.prompt_length[b])}-token prompt, "
+                    f"more than max_prompt_length={max_prompt_length}; prompts are never cut "
+                    f"(that would change what every later token was conditioned on): filter "
+                    f"such episodes or raise max_prompt_length"
+                )
+        rows = self
+        if max_response_length is not None:
+            keep = self.prompt_length + max_response_length
+            rows = self._cut(keep, truncate=truncate, limit="max_response_length")
+        p_width = int(rows.prompt_length.max(initial=0))
+        r_width = int(rows.response_length.max(initial=0))
+        if pad_to_max_length:  # both limits are given (checked above)
+            p_width, r_width = int(max_prompt_length or 0), int(max_response_length or 0)
+        # [B, P] and [B, R] masks of real tokens; row-major order matches the packed order
+        real_prompt = np.arange(p_width) >= p_width - rows.prompt_length[:, None]
+        real_response = np.arange(r_width) < rows.response_length[:, None]
+        in_response = rows.position_ids >= np.repeat(rows.prompt_length, rows.lengths)
+        prompts = _fill(rows.input_ids[~in_response], real_prompt, pad_token_id)
+        attention_mask = np.concatenate([real_prompt, real_response], axis=1).astype(np.int64)
+
+        def response_part(values: np.ndarray, fill: float) -> np.ndarray:
+            return _fill(values[in_response], real_response, fill)
+
+        responses = response_part(rows.input_ids, pad_token_id)
+        logprobs = rows.rollout_logprobs
+        return SplitRows(
+            **rows._row_info(),
+            prompts=prompts,
+            responses=responses,
+            input_ids=np.concatenate([prompts, responses], axis=1),
+            attention_mask=attention_mask,
+            position_ids=_positions(attention_mask),
+            response_mask=response_part(rows.response_mask, 0),
+            turn_index=response_part(rows.turn_index, -1),
+            token_rewards=response_part(rows.token_rewards, 0),
+            rollout_logprobs=None if logprobs is None else response_part(logprobs, 0),
+        )
+
+    def _cut(self, keep: np.ndarray, *, truncate: bool, limit: str) -> PackedRows:
+        """Keep the first ``keep[b]`` tokens of each row (see `pad` for the rules).
+
+        `limit` names the caller's argument for errors: ``"max_length"`` counts whole rows,
+        ``"max_response_length"`` counts tokens after the prompt.
+        """
+        lengths = self.lengths
+        over = lengths > keep
+        if not over.any():
+            return self
+        if not truncate:
+            b = int(np.flatnonzero(over)[0])
+            skip = 0 if limit == "max_length" else int(self.prompt_length[b])
+            allowed, used = int(keep[b]) - skip, int(lengths[b]) - skip
+            what = "tokens" if limit == "max_length" else "response tokens"
+            raise ValueError(
+                f"{self._describe(b)} has {used} {what}, more than {limit}={allowed}; pass "
+                f"truncate=True to keep the first {allowed} (rewards of cut tokens move to "
+                f"the last kept policy token), or raise {limit}"
+            )
+        new_lengths = np.minimum(lengths, keep)
+        kept = self.position_ids < np.repeat(new_lengths, lengths)
+        token_rewards = self.token_rewards.copy()
+        for b in np.flatnonzero(over):
+            start, stop = int(self.cu_seqlens[b]), int(self.cu_seqlens[b + 1])
+            cut_at = start + int(new_lengths[b])
+            policy = np.flatnonzero(self.response_mask[start:cut_at])
+            if policy.size:
+                moved = token_rewards[cut_at:stop].sum(dtype=np.float64)
+                token_rewards[start + policy[-1]] += np.float32(moved)
+        cu_seqlens = np.zeros(len(self) + 1, dtype=np.int64)
+        np.cumsum(new_lengths, out=cu_seqlens[1:])
+        prompt_length = np.minimum(self.prompt_length, new_lengths)
+        info = self._row_info()
+        info.update(
+            prompt_length=prompt_length,
+            response_length=new_lengths - prompt_length,
+            overlong=self.overlong | over,
+        )
+        return PackedRows(
+            **info,
+            input_ids=self.input_ids[kept],
+            position_ids=self.position_ids[kept],
+            response_mask=self.response_mask[kept],
+            turn_index=self.turn_index[kept],
+            token_rewards=token_rewards[kept],
+            rollout_logprobs=None if self.rollout_logprobs is None else self.rollout_logprobs[kept],
+            cu_seqlens=cu_seqlens,
+        )
+
+
+@dataclass(frozen=True, eq=False)
+class PaddedRows(RowInfo):
+    """One sequence per row, right-padded: every ``[B, L]`` array has row ``b``'s tokens in
+    columns ``0 .. prompt_length[b] + response_length[b] - 1`` and padding after them.
+
+    Attributes:
+        input_ids: ``[B, L]`` int64, prompt + response, ``pad_token_id`` at padding.
+        attention_mask: ``[B, L]`` int64, 1 on real tokens, 0 on padding.
+        position_ids: ``[B, L]`` int64, ``clip(cumsum(attention_mask) - 1, 0)`` (verl's
+            formula: 0, 1, ... on real tokens; padding repeats the last position).
+        response_mask: ``[B, L]`` int64, 1 on policy tokens (the loss mask).
+        turn_index: ``[B, L]`` int64, turn of each policy token, -1 elsewhere.
+        token_rewards: ``[B, L]`` float32, each turn's reward on its last policy token.
+        rollout_logprobs: ``[B, L]`` float32 sampler log-probabilities on policy tokens, 0
+            elsewhere; ``None`` without ``response_logprobs``.
+    """
+
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    position_ids: np.ndarray
+    response_mask: np.ndarray
+    turn_index: np.ndarray
+    token_rewards: np.ndarray
+    rollout_logprobs: np.ndarray | None
+
+
+@dataclass(frozen=True, eq=False)
+class SplitRows(RowInfo):
+    """Prompt left-padded ``[B, P]`` + response right-padded ``[B, R]``: verl's ``DataProto``.
+
+    Row ``b``'s prompt sits in columns ``P - prompt_length[b] .. P - 1`` of `prompts`, its
+    response in columns ``0 .. response_length[b] - 1`` of `responses`; the ``[B, P + R]``
+    arrays are the two side by side.
+
+    Attributes:
+        prompts: ``[B, P]`` int64, the first turn's prompt, left-padded with ``pad_token_id``.
+        responses: ``[B, R]`` int64, everything after the prompt (policy and env/tool
+            tokens), right-padded with ``pad_token_id``.
+        input_ids: ``[B, P + R]`` int64, ``concatenate([prompts, responses], axis=1)``.
+        attention_mask: ``[B, P + R]`` int64, 1 on real tokens, 0 on padding (both sides).
+        position_ids: ``[B, P + R]`` int64, ``clip(cumsum(attention_mask) - 1, 0)``.
+        response_mask: ``[B, R]`` int64, 1 on policy tokens, 0 on env/tool tokens and padding.
+        turn_index: ``[B, R]`` int64, turn of each policy token, -1 elsewhere.
+        token_rewards: ``[B, R]`` float32, each turn's reward on its last policy token (verl
+            ``rm_scores`` / ``token_level_scores``).
+        rollout_logprobs: ``[B, R]`` float32 sampler log-probabilities on policy tokens, 0
+            elsewhere (verl ``rollout_log_probs``); ``None`` without ``response_logprobs``.
+    """
+
+    prompts: np.ndarray
+    responses: np.ndarray
+    input_ids: np.ndarray
+    attention_mask: np.ndarray
+    position_ids: np.ndarray
+    response_mask: np.ndarray
+    turn_index: np.ndarray
+    token_rewards: np.ndarray
+    rollout_logprobs: np.ndarray | None
+
+
+def _check_limit(name: str, value: int | None, pad_to_max_length: bool) -> int | None:
+    if value is None:
+        if pad_to_max_length:
+            raise ValueError(f"pad_to_max_length=True needs {name}")
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{name} must be a positive int or None, got {value!r}")
+    return int(value)
+
+
+def _fill(values: np.ndarray, real: np.ndarray, fill: float) -> np.ndarray:
+    """An array shaped like `real` holding `values` where `real` is set (row-major order)
+    and `fill` elsewhere."""
+    out = np.full(real.shape, fill, dtype=values.dtype)
+    out[real] = values
+    return out
+
+
+def _positions(attention_mask: np.ndarray) -> np.ndarray:
+    return np.clip(np.cumsum(attention_mask, axis=1) - 1, 0, None)
+
+
+# --------------------------------------------------------------------------------------
+# Layouts
+# --------------------------------------------------------------------------------------
+
+
+class PrefixMismatchError(ValueError):
+    """An episode breaks the token-exactness contract (see the module docstring).
+
+    Attributes:
+        episode: Index of the episode in the input list.
+        turn: The turn whose ``prompt_ids`` does not start with the previous turn's
+            ``prompt_ids + response_ids``.
+        position: First position (in ``turns[turn].prompt_ids``) where they differ; equal
+            to ``len(turns[turn].prompt_ids)`` when the prompt is shorter than that prefix.
+    """
+
+    def __init__(self, message: str, episode: int, turn: int, position: int) -> None:
+        super().__init__(message)
+        self.episode = episode
+        self.turn = turn
+        self.position = position
+
+
+class _Row(NamedTuple):
+    episode: int
+    first_turn: int
+    turns: list[Turn]
+    ids: list[int]  # the row's tokens
+    prompt_length: int
+    spans: list[tuple[int, int]]  # [start, stop) of each turn's response within `ids`
+
+
+def turn_rows(episodes: Sequence[Episode]) -> PackedRows:
+    """One row per turn: the turn's ``prompt_ids + response_ids``.
+
+    Row order: episode by episode, turn by turn (``B = sum(len(e.turns))``). The row's prompt
+    is ``prompt_ids`` (history included), its response is ``response_ids``, all of them
+    policy tokens: `response_mask` is 1 exactly on them, `turn_index` is the turn there,
+    `token_rewards` holds the turn's reward on its last response token, `reward` the turn's
+    reward, `terminated` / `truncated` the turn's flags. This is the layout of Oat
+    (``TransitionData``), verl's agent loop returning ``list[AgentLoopOutput]`` and ROLL's
+    step env managers.
+
+    Args:
+        episodes: Episodes whose turns all have ``prompt_ids`` and non-empty
+            ``response_ids``; either every turn has ``response_logprobs`` or none does.
+
+    Returns:
+        `PackedRows` (call `PackedRows.pad` or `PackedRows.split` for padded arrays).
+
+    Raises:
+        ValueError: A turn has no ids or an empty response, or logprobs are present on
+            some turns and missing on others.
+    """
+    with_logprobs = _check_turns(episodes)
+    rows = []
+    for e, episode in enumerate(episodes):
+        for t, turn in enumerate(episode.turns):
+            prompt, response = _ids(turn)
+            span = (len(prompt), len(prompt) + len(response))
+            rows.append(_Row(e, t, [turn], prompt + response, len(prompt), [span]))
+    return _pack(rows, with_logprobs, episodes)
+
+
+def episode_rows(
+    episodes: Sequence[Episode], *, on_mismatch: Literal["raise", "split"] = "raise"
+) -> PackedRows:
+    """One row per episode: all turns concatenated token-exactly.
+
+    The row is ``turns[-1].prompt_ids + turns[-1].response_ids``. By the token-exactness
+    contract it holds, in order: the first prompt, then for each turn its policy tokens
+    (``response_ids``) followed by the env/tool tokens that the next turn's prompt adds.
+    `response_mask` is 1 only on policy tokens; `turn_index` gives their turn (-1 on every
+    other token); `token_rewards` holds each turn's reward on that turn's last policy token;
+    `reward` is the episode's total reward; `terminated` / `truncated` are the last turn's.
+    The prompt (``prompt_length``) is ``turns[0].prompt_ids``; the response is everything
+    after it. This is the layout of verl's agent loop (one ``AgentLoopOutput``), OpenRLHF,
+    RL2 and ROLL's trajectory env manager.
+
+    Args:
+        episodes: Episodes with at least one turn, whose turns all have ``prompt_ids`` and
+            non-empty ``response_ids``; either every turn has ``response_logprobs`` or none.
+        on_mismatch: What to do when ``turns[t].prompt_ids`` does not start with
+            ``turns[t - 1].prompt_ids + turns[t - 1].response_ids`` (the chat template
+            re-rendered history): ``"raise"`` raises `PrefixMismatchError`; ``"split"``
+            starts a new row at turn ``t`` with ``turns[t].prompt_ids`` as its prompt, as RL2
+            does, so the episode gives several rows (see `first_turn` / `num_turns`; each
+            row's `reward` is the sum over its own turns).
+
+    Returns:
+        `PackedRows` (call `PackedRows.pad` or `PackedRows.split` for padded arrays).
+
+    Raises:
+        PrefixMismatchError: With ``on_mismatch="raise"``, naming the episode, the turn and
+            the first differing position.
+        ValueError: An episode has no turns, a turn has no ids or an empty response, or
+            logprobs are present on some turns and missing on others.
+    """
+    if on_mismatch not in ("raise", "split"):
+        raise ValueError(f"on_mismatch must be 'raise' or 'split', got {on_mismatch!r}")
+    with_logprobs = _check_turns(episodes)
+    rows = []
+    for e, episode in enumerate(episodes):
+        turns = episode.turns
+        if not turns:
+            raise ValueError(f"episode {e} (env {episode.env_id!r}) has no turns")
+        first = 0
+        for t in range(1, len(turns) + 1):
+            if t < len(turns):
+                mismatch = _first_mismatch(turns[t - 1], turns[t])
+                if mismatch is None:
+                    continue
+                if on_mismatch == "raise":
+                    raise _mismatch_error(e, episode, t, mismatch)
+            spans = []
+            for turn in turns[first:t]:
+                prompt, response = _ids(turn)
+                spans.append((len(prompt), len(prompt) + len(response)))
+            prompt, response = _ids(turns[t - 1])
+            ids = prompt + response
+            rows.append(_Row(e, first, turns[first:t], ids, spans[0][0], spans))
+            first = t
+    return _pack(rows, with_logprobs, episodes)
+
+
+def _check_turns(episodes: Sequence[Episode]) -> bool:
+    """Check every turn has ids and a response; return whether turns carry logprobs."""
+    seen: tuple[bool, int, int] | None = None
+    for e, episode in enumerate(episodes):
+        for t, turn in enumerate(episode.turns):
+            where = f"episode {e} (env {episode.env_id!r}) turn {t}"
+            if turn.prompt_ids is None or turn.response_ids is None:
+                raise ValueError(
+                    f"{where} has no token ids (prompt_ids or response_ids is None); token "
+                    f"layouts need episodes collected with a tokenizer"
+                )
+            if not turn.response_ids:
+                raise ValueError(
+                    f"{where} has an empty response_ids; every turn needs at least one "
+                    f"policy token (its reward sits on the last one)"
+                )
+            logprobs = turn.response_logprobs
+            has = logprobs is not None
+            if logprobs is not None and len(logprobs) != len(turn.response_ids):
+                raise ValueError(
+                    f"{where} has {len(logprobs)} response_logprobs for "
+                    f"{len(turn.response_ids)} response_ids"
+                )
+            if seen is None:
+                seen = (has, e, t)
+            elif has != seen[0]:
+                _, e0, t0 = seen
+                raise ValueError(
+                    f"episode {e0} turn {t0} {'has' if seen[0] else 'has no'} "
+                    f"response_logprobs but {where} {'has' if has else 'has none'}; either "
+                    f"every turn carries sampler logprobs or none does"
+                )
+    return seen is not None and seen[0]
+
+
+def _ids(turn: Turn) -> tuple[list[int], list[int]]:
+    """``(prompt_ids, response_ids)`` of a turn `_check_turns` accepted."""
+    if turn.prompt_ids is None or turn.response_ids is None:
+        raise ValueError("turn without token ids")  # unreachable after _check_turns
+    return turn.prompt_ids, turn.response_ids
+
+
+def _first_mismatch(previous: Turn, turn: Turn) -> tuple[int, int, int | None] | None:
+    """``(position, expected, got)`` where ``turn.prompt_ids`` leaves the previous turn's
+    ``prompt_ids + response_ids``, or ``None`` if it extends them (``got`` is ``None``
+    when the prompt is too short)."""
+    before, response = _ids(previous)
+    prompt, _ = _ids(turn)
+    n, m = len(before), len(response)
+    if prompt[:n] == before and prompt[n : n + m] == response:
+        return None
+    expected = before + response
+    for position, (want, got) in enumerate(zip(expected, prompt, strict=False)):
+        if want != got:
+            return position, want, got
+    return len(prompt), expected[len(prompt)], None
+
+
+def _mismatch_error(
+    e: int, episode: Episode, t: int, mismatch: tuple[int, int, int | None]
+) -> PrefixMismatchError:
+    position, expected, got = mismatch
+    found = "the prompt ends there" if got is None else f"got token {got}"
+    return PrefixMismatchError(
+        f"episode {e} (env {episode.env_id!r}) is not prefix-consistent at turn {t}: "
+        f"turns[{t}].prompt_ids differs from turns[{t - 1}].prompt_ids + "
+        f"turns[{t - 1}].response_ids at position {position} (expected token {expected}, "
+        f"{found}); build prompts by appending (ChatPromptBuilder.extend) rather than "
+        f"re-rendering the history, or pass on_mismatch='split' to start a new row there",
+        e,
+        t,
+        position,
+    )
+
+
+def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) -> PackedRows:
+    n_rows = len(rows)
+    lengths = np.array([len(row.ids) for row in rows], dtype=np.int64)
+    cu_seqlens = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(lengths, out=cu_seqlens[1:])
+    n_tokens = int(cu_seqlens[-1])
+    input_ids = np.fromiter(chain.from_iterable(row.ids for row in rows), np.int64, count=n_tokens)
+    position_ids = np.arange(n_tokens, dtype=np.int64) - np.repeat(cu_seqlens[:-1], lengths)
+    # Every policy span of every row, as global [start, stop) token positions.
+    starts = np.fromiter(
+        (int(cu_seqlens[b]) + start for b, row in enumerate(rows) for start, _ in row.spans),
+        np.int64,
+    )
+    span_lengths = np.fromiter(
+        (stop - start for row in rows for start, stop in row.spans), np.int64
+    )
+    turn_ids = np.fromiter(
+        (row.first_turn + k for row in rows for k in range(len(row.turns))), np.int64
+    )
+    turn_list = [turn for row in rows for turn in row.turns]
+    infra = np.array([episodes[row.episode].infra_error is not None for row in rows], bool)
+    # Spans of infra-error rows keep their log-probs but nothing to learn from (docstring).
+    learn_span = np.repeat(~infra, [len(row.turns) for row in rows])
+    # Positions of every policy token: each span's start repeated over its length, plus the
+    # offset inside the span.
+    span_offsets = np.cumsum(span_lengths) - span_lengths
+    policy = np.repeat(starts - span_offsets, span_lengths) + np.arange(int(span_lengths.sum()))
+    learn = np.repeat(learn_span, span_lengths)
+    response_mask = np.zeros(n_tokens, dtype=np.int64)
+    response_mask[policy[learn]] = 1
+    turn_index = np.full(n_tokens, -1, dtype=np.int64)
+    turn_index[policy[learn]] = np.repeat(turn_ids, span_lengths)[learn]
+    token_rewards = np.zeros(n_tokens, dtype=np.float32)
+    rewards = np.array([turn.reward for turn in turn_list], dtype=np.float32)
+    token_rewards[(starts + span_lengths - 1)[learn_span]] = rewards[learn_span]
+    logprobs = None
+    if with_logprobs:
+        logprobs = np.zeros(n_tokens, dtype=np.float32)
+        logprobs[policy] = np.fromiter(
+            chain.from_iterable(turn.response_logprobs for turn in turn_list),
+            np.float32,
+            count=len(policy),
+        )
+    prompt_length = np.array([row.prompt_length for row in rows], dtype=np.int64)
+    group_ids = training_group_ids(episodes)
+    group_id = np.empty(n_rows, dtype=object)
+    group_id[:] = [group_ids[row.episode] for row in rows]
+    return PackedRows(
+        episode_index=np.array([row.episode for row in rows], dtype=np.int64),
+        first_turn=np.array([row.first_turn for row in rows], dtype=np.int64),
+        num_turns=np.array([len(row.turns) for row in rows], dtype=np.int64),
+        group_id=group_id,
+        prompt_length=prompt_length,
+        response_length=lengths - prompt_length,
+        reward=np.array([math.fsum(t.reward for t in row.turns) for row in rows], np.float32),
+        terminated=np.array([row.turns[-1].terminated for row in rows], dtype=bool),
+        truncated=np.array([row.turns[-1].truncated for row in rows], dtype=bool),
+        overlong=np.zeros(n_rows, dtype=bool),
+        infra_error=infra,
+        input_ids=input_ids,
+        position_ids=position_ids,
+        response_mask=response_mask,
+        turn_index=turn_index,
+        token_rewards=token_rewards,
+        rollout_logprobs=logprobs,
+        cu_seqlens=cu_seqlens,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Helpers several adapters share
+# --------------------------------------------------------------------------------------
+
+
+def build_rows(
+    episodes: Sequence[Episode],
+    layout: Layout,
+    *,
+    on_mismatch: Literal["raise", "split"] = "raise",
+) -> PackedRows:
+    """`turn_rows` for ``"per_turn"``, `episode_rows` for ``"per_episode"``.
+
+    Args:
+        episodes: Episodes with token ids (see `xpgym.core.trajectory`).
+        layout: ``"per_turn"`` (one row per turn) or ``"per_episode"`` (one row per episode).
+        on_mismatch: Passed to `episode_rows` (ignored for ``"per_turn"``).
+
+    Raises:
+        ValueError: unknown `layout`, or the layout's own errors.
+    """
+    if layout == "per_turn":
+        return turn_rows(episodes)
+    if layout == "per_episode":
+        return episode_rows(episodes, on_mismatch=on_mismatch)
+    raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+
+
+def on_last_policy_token(values: ArrayLike, response_mask: ArrayLike) -> NDArray[np.float32]:
+    """``[B, L]`` float32: ``values[b]`` on row ``b``'s last policy token, 0 elsewhere.
+
+    The padded counterpart of `PackedRows.with_row_rewards`.
+
+    Args:
+        values: ``[B]`` one number per row (e.g. `xpgym.training.advantages.row_returns`).
+        response_mask: ``[B, L]`` 0/1, 1 on policy tokens; a row without one (an
+            infra-error row) must have value 0 and gets nothing.
+
+    Raises:
+        ValueError: shapes disagree, or a row without a policy token has a non-zero value.
+    """
+    vals = np.asarray(values, dtype=np.float64)
+    mask = np.asarray(response_mask).astype(bool)
+    if mask.ndim != 2 or vals.shape != (mask.shape[0],):
+        raise ValueError(
+            f"values must be [B] and response_mask [B, L]; got {vals.shape} and {mask.shape}"
+        )
+    has = mask.any(axis=1)
+    stranded = ~has & (vals != 0)
+    if stranded.any():
+        raise ValueError(
+            f"row {int(np.flatnonzero(stranded)[0])} has no policy token to put its value on"
+        )
+    last = mask.shape[1] - 1 - np.argmax(mask[:, ::-1], axis=1)
+    out = np.zeros(mask.shape, dtype=np.float32)
+    out[np.flatnonzero(has), last[has]] = vals[has]
+    return out
+
+
+def shift_to_predictions(values: ArrayLike) -> NDArray[Any]:
+    """The next-token view of ``[B, L]`` per-token values: ``[B, L - 1]``, ``out[:, j] =
+    values[:, j + 1]``.
+
+    Entry ``j`` then describes the token predicted from the logits at position ``j`` (the
+    convention of OpenRLHF's ``action_mask`` / ``action_log_probs``, RL2's ``actions`` and
+    ROLL's ``[:, 1:]`` keys); token 0 has no prediction and drops out. Dtype is kept.
+    """
+    arr = np.asarray(values)
+    if arr.ndim != 2 or arr.shape[1] < 1:
+        raise ValueError(f"values must be [B, L] with L >= 1; got shape {arr.shape}")
+    return arr[:, 1:]
+
+
+def zero_padded_positions(attention_mask: ArrayLike) -> NDArray[np.int64]:
+    """``[B, L]`` int64: ``0, 1, ...`` on each row's real tokens, 0 at padding (RL2, ROLL;
+    `PaddedRows.position_ids` repeats the last position instead, verl's formula).
+
+    Args:
+        attention_mask: ``[B, L]`` 0/1 (right padding: each row's ones are a prefix).
+    """
+    mask = np.asarray(attention_mask).astype(bool)
+    if mask.ndim != 2:
+        raise ValueError(f"attention_mask must be [B, L]; got shape {mask.shape}")
+    return np.where(mask, np.arange(mask.shape[1]), 0).astype(np.int64)
