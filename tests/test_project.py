@@ -35,6 +35,15 @@ def test_ci_runs_exactly_the_readmes_test_command():
     assert ci_lines[-1] == test_command
 
 
+def test_readmes_demo_command_sets_up_as_ci_does():
+    command = fenced_blocks(README.split("## Quickstart", 1)[1], "bash")[0].strip()
+    *setup, demo = command.split(" && ")
+    ci_lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()
+    assert setup == ["bash scripts/setup.sh", ". .venv/bin/activate"]
+    assert [line for line in ci_lines if line in setup] == setup
+    assert demo == "python recipes/train_torch.py"
+
+
 def test_quickstart_recipe_writes_its_results(tmp_path):
     out = tmp_path / "quickstart.json"
     result = subprocess.run(

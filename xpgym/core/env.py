@@ -64,7 +64,7 @@ class EnvSpec:
         id: ``category:Name-vN[-variant]``.
         entry_point: ``"module:Attr"`` (imported lazily) or a callable returning an `Env`.
         kwargs: Keyword arguments passed to the entry point (callers' kwargs override them).
-        description: One line for listings and the README table (empty if not given).
+        description: One line for listings and the env table (empty if not given).
         requires_download: Making or resetting the env fetches data over the network (a
             Hugging Face hub dataset, say) unless it is already cached. Offline checks
             (golden transcripts, conformance tests) skip such ids.

@@ -125,7 +125,7 @@ def register_family(
     ``"<category>:"`` (e.g. ``"rg:*"``; the command line's ``xpgym list rg:``). Nothing is
     imported before that, so a family can list the tasks of an optional package without
     making ``import xpgym`` import it. The trade-off: `list_envs()` without a pattern, other
-    patterns (``"*letter*"``) and the README table do not show the family's ids. Ids in
+    patterns (``"*letter*"``) and the env table of docs/envs.md do not show the family's ids. Ids in
     `registry` take precedence over the family's. If `specs` raises (e.g. `ImportError` for
     a missing package), the error propagates and the next lookup calls it again.
 

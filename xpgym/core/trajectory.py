@@ -127,11 +127,9 @@ class Episode:
         turns: The turns in order; the last one has `terminated` or `truncated` set when
             the episode is complete.
         info: Episode-level facts (e.g. ``{"episode": {...}}`` from `EpisodeStatistics`).
-        infra_error: Why the episode failed for a reason that is not the policy's (a grader
-            timeout, a crashed sub-env, a remote 5xx, ...: `xpgym.core.errors`), or `None`.
-            Such an episode's rewards say nothing about the policy: trainers leave it out
-            of advantage statistics and the loss (`xpgym.training.layouts`). A dict
-            ``{"kind", "message"}`` is accepted and becomes an `InfraCause`.
+        infra_error: The infrastructure failure that ended the episode (`xpgym.core.errors`),
+            or `None`. A dict ``{"kind", "message"}`` is accepted and becomes an
+            `InfraCause`.
 
     JSON: `to_dict` of an infra-error episode adds ``"outcome": "infra_error"`` and
     ``"infra_error": {"kind", "message"}``; an ok episode's JSON has neither (it is byte for

@@ -23,9 +23,9 @@ Definitions (the summary table and ``summary.json`` use exactly these):
   (huge) binomial coefficients.
 
 Failed episodes (a policy error; see `xpgym.eval.records`) are counted in ``failed``, and
-episodes ended by an infrastructure failure (a crashed env, a grader timeout, a remote 5xx;
-`xpgym.core.errors`) in ``infra_errors``; both are left out of every other number, so ``n``
-of a problem is its number of completed samples.
+episodes ended by an infrastructure failure (`xpgym.core.errors`) in ``infra_errors``; both
+are left out of every other number, so ``n`` of a problem is its number of completed
+samples.
 """
 
 from __future__ import annotations

@@ -6,11 +6,10 @@ the episode raises becomes a ``"failed"`` record instead (see `xpgym.eval.runner
 
 * Single-agent ids: a one-env `SyncVectorEnv` (autoreset disabled) and `RolloutCollector`
   with ``collect(1, seed=seed)``; the reset seed is ``derive_seeds(seed, 1)[0]``. An episode
-  that ended on an infrastructure failure (``Episode.outcome == "infra_error"``: a crashed or
-  timed-out env step, a grader timeout, a remote 5xx, ...; `xpgym.core.errors`) gives an
-  ``"infra_error"`` record: its ``error`` is ``"<kind>: <message>"``, ``infra_error`` the
-  cause, ``episode`` the transcript, and ``results`` is empty (it says nothing about the
-  model).
+  that ended on an infrastructure failure (``Episode.outcome == "infra_error"``,
+  `xpgym.core.errors`) gives an ``"infra_error"`` record: its ``error`` is
+  ``"<kind>: <message>"``, ``infra_error`` the cause, ``episode`` the transcript, and
+  ``results`` is empty.
 * Multi-agent ids: `xpgym.eval.multiagent.play_multiagent` with the same reset seed.
 
 Each agent's policy is wrapped in a `TimedPolicy` (per-request latencies go to the record);

@@ -26,8 +26,8 @@ A record::
 ``episode`` holds every turn's observation, action, reward, flags and info (tool calls are in
 ``info["tool_calls"]``), and loads back with `xpgym.core.trajectory.Episode.from_dict`. A failed
 record has ``results == []`` and no episode or transcript. An ``"infra_error"`` record (the
-episode ended on a failure that is not the model's, `xpgym.core.errors`) has ``results ==
-[]`` and keeps its ``episode``.
+episode ended on an infrastructure failure, `xpgym.core.errors`) has ``results == []`` and
+keeps its ``episode``.
 
 A line that does not parse (the tail of a run killed while writing) is skipped with a warning;
 the next append starts on a new line.

@@ -19,10 +19,10 @@ Play
 Failures
     Anything an episode raises (a request that failed after the policy's retries, a
     malformed response, a model error) makes that episode a record with ``"status":
-    "failed"`` and the error; an episode ended by an infrastructure failure (an env step
-    that crashed or timed out, a grader timeout, a remote 5xx; `xpgym.core.errors`) a record
-    with ``"status": "infra_error"``, counted apart (``infra_errors``). The other episodes go
-    on. A re-run skips both unless ``retry_failed``.
+    "failed"`` and the error; an episode ended by an infrastructure failure
+    (`xpgym.core.errors`) a record with ``"status": "infra_error"``, counted apart
+    (``infra_errors``). The other episodes go on. A re-run skips both unless
+    ``retry_failed``.
 
 Resume
     Records are appended to ``<out>/episodes.jsonl`` as episodes finish (see
@@ -177,7 +177,7 @@ class EvalSummary:
         planned, completed, failed: Episode counts over the plan (``planned - completed -
             failed - infra_errors`` episodes have no record yet, e.g. after an interrupted
             run).
-        infra_errors: Episodes ended by an infrastructure failure, not the model's.
+        infra_errors: Episodes ended by an infrastructure failure (`xpgym.core.errors`).
         infra_errors_by_kind: ``{cause kind: episodes}``.
         files: The files written (``summary.json``, and ``summary.png`` if matplotlib is
             installed).

@@ -12,7 +12,7 @@ Failure contract (never a hang; every request has a socket timeout):
 * `step` never raises for remote failures: an exception in the env, a timeout, a dropped
   connection or an expired session return ``(last observation, 0.0, False, True,
   {"error": "RemoteEnvError: ...", "infra_error": {"kind": "remote_error", ...}, ...})``,
-  as a failed sub-env does in a vector env (`xpgym.core.errors`: not the policy's fault). The
+  as a failed sub-env does in a vector env (an infrastructure failure, `xpgym.core.errors`). The
   session is then abandoned (deleted if the server still answers) and the next `reset`
   creates a new one.
 * Retries: transport errors (refused, reset, closed connection) are retried up to

@@ -18,12 +18,11 @@ Each loop owns how it prompts, generates and steps; `EpisodeRecorder` owns the r
 3. the loop-side limits: `max_turns` (`TurnLimit`) and the context (`end_for_context`: the
    next prompt does not fit), each ending the episode as truncated with
    ``info["truncated_reason"]`` on the last turn and in ``Episode.info``;
-4. infrastructure failures (`xpgym.core.errors.find_infra_cause` of each step's info: a
-   grader timeout, a crashed sub-env, a remote 5xx, a broken sandbox or tool backend): the
+4. infrastructure failures (`xpgym.core.errors.find_infra_cause` of each step's info): the
    turn gets the marker ``info["infra_error"] = {"kind", "message"}``, the episode
    ``Episode.infra_error`` (so ``outcome == "infra_error"``; the first cause is kept), and
    the episode ends there, truncated with ``truncated_reason = "infra_error"`` unless the env
-   ended it on that step: what follows a broken step says nothing about the policy;
+   ended it on that step;
 5. metrics: ``Episode.info["metrics"]`` holds, for every key any turn reported in
    ``info["metrics"]``, the **last** value reported (as a float), so an episode-level
    number (an F1 on the final answer, a `RewardWrapper`'s running aggregate of a reward)

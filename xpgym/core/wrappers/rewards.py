@@ -18,13 +18,12 @@ its values), ``<name>/<key>``: each metric the function returned on this step, a
 each key's last value in ``Episode.info["metrics"]``, so an episode's metrics are the
 episode aggregates of its rewards (`xpgym.rollout.recorder`).
 
-Infrastructure failures: a reward function that raises, or returns something other than
-a number or ``{"reward": r, **metrics}``, is not the policy's doing. The exception is
-logged (WARNING, with its traceback) and the step's info gets the marker
+Failures: a reward function that raises, or returns something other than a number or
+``{"reward": r, **metrics}``, is an infrastructure failure (`xpgym.core.errors`). The
+exception is logged (WARNING, with its traceback) and the step's info gets the marker
 ``info["infra_error"] = {"kind": "grader_error", "message": ...}`` (``"grader_timeout"``
-for an async reward past its `Reward` ``timeout_s``, or one that raised ``TimeoutError``)
-(`xpgym.core.errors`), so the recorder ends the episode there and trainers mask it; that
-step's reward is the env part alone. On a step whose info already carries an
+for an async reward past its `Reward` ``timeout_s``, or one that raised ``TimeoutError``);
+that step's reward is the env part alone. On a step whose info already carries an
 infrastructure failure no reward function runs.
 
 Place this wrapper outside the limit wrappers (`MaxTurns`) so that it sees their

@@ -31,8 +31,8 @@ no closed ``\boxed{}`` in the reply        ``no_answer_reward``    ``invalid_act
 ``no_answer_reward`` defaults to ``0.0``, as in GEM, whose optional format penalty
 (``use_format_error_reward``) is ``-0.1``; pass ``no_answer_reward=-0.1`` for it.
 A grading that times out or fails counts as a wrong answer; ``info["grading"]`` says so, and
-``info["infra_error"]`` marks it as the grader's failure, not the policy's
-(`xpgym.core.errors`: trainers keep such episodes out of the gradient).
+``info["infra_error"]`` marks it as the grader's failure (an infrastructure failure,
+`xpgym.core.errors`).
 
 ``info`` after every step: ``correct`` and ``invalid_action`` (bools), ``parsed_action`` (the
 boxed answer, or `None`), ``grading`` (``"graded"``, ``"no_answer"``, ``"timeout"`` or

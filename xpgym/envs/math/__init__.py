@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from xpgym.core.registry import register
 from xpgym.core.wrappers.tool_variants import register_tool_variant
+from xpgym.envs.common.presets import register_presets
 
 __all__ = ["register_envs"]
 
@@ -52,28 +53,13 @@ def register_envs() -> None:
         _DATASET,
         description="20 shipped math problems (arithmetic to intervals); answer in \\boxed{}.",
     )
-    register(
-        "math:Arithmetic-v0",
+    register_presets(
+        "math",
+        "Arithmetic",
         _ARITHMETIC,
-        description="Generated: evaluate 3-4 integers with + - * / or solve a linear equation.",
-    )
-    register(
-        "math:Arithmetic-v0-easy",
-        _ARITHMETIC,
-        difficulty="easy",
-        description="Generated: 2-3 integers in 1..10 with + - * /, or ax + b = c.",
-    )
-    register(
-        "math:Arithmetic-v0-hard",
-        _ARITHMETIC,
-        difficulty="hard",
-        description="Generated: 4-6 integers in 1..50 with + - * /, or ax + b = cx + d.",
-    )
-    register(
-        "math:Arithmetic-v0-random",
-        _ARITHMETIC,
-        difficulty="random",
-        description="Generated arithmetic; easy or hard drawn at every reset.",
+        "Generated: 3-4 integers in 1..20 with + - * /, or ax + b = cx + d.",
+        "Generated: 2-3 integers in 1..10 with + - * /, or ax + b = c.",
+        "Generated: 4-6 integers in 1..50 with + - * /, or ax + b = cx + d.",
     )
     ids.append("math:Arithmetic-v0")  # the presets get no tool variant of their own
     for env_id, (path, split, description) in _HUB_SETS.items():

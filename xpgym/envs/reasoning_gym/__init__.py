@@ -7,9 +7,10 @@ other tasks that has no default configuration, is left out. Every id is a
 
 The ids form a registry *family* (`xpgym.core.registry.register_family`): importing xpgym
 does not import reasoning_gym (about two seconds); the ids are enumerated the first time
-one is made or a listing names the category (``xpgym list rg:``). So ``xpgym list`` without
-a pattern and the README's table do not show them, and the set always matches the installed
-reasoning-gym version, with no list to keep up to date here.
+one is made or a listing names the category (``xpgym list rg:``; ``xpgym list`` asks for every
+family). So `list_envs()` without a pattern and the env table of docs/envs.md do not show
+them, and the set always matches the installed reasoning-gym version, with no list to keep
+up to date here.
 """
 
 from __future__ import annotations
