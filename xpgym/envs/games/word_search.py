@@ -60,13 +60,13 @@ Difficulty presets (`DIFFICULTIES`): ``"easy"`` is a 6x6 grid with 3 words runni
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from xpgym.envs.common.arguments import is_int
 from xpgym.envs.common.presets import PresetEnv, resolve_presets
 from xpgym.envs.games.letter_grid import render_letter_grid
 from xpgym.envs.games.wordle import checked_words, parse_word
@@ -477,7 +477,7 @@ def _validated(
     )
     for name in ("size", "num_words", "max_turns"):
         value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not is_int(value):
             raise TypeError(f"WordSearchEnv: {name} must be an int, got {value!r}")
     size_, words_, dirs, turns = settings
     if int(size_) < 4:
