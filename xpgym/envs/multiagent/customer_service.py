@@ -232,6 +232,7 @@ class CustomerServiceEnv(MultiAgentEnv):
 
     def _reset(self, options: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
         task_id = (options or {}).get("task_id")
+        task: RetailTask | None
         if task_id is None:
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
         else:
@@ -380,7 +381,7 @@ class CustomerServiceEnv(MultiAgentEnv):
         self.store = self._lease_store() if self._store_lease is None else self.store
         self.store.db = state["db"]
         self.store.user_id = state["user_id"]
-        self.messages = [tuple(m) for m in state["messages"]]  # type: ignore[misc]
+        self.messages = [tuple(m) for m in state["messages"]]
         self._inbox = state["inbox"]
         self.steps = state["steps"]
         self.user_turns = state["user_turns"]
