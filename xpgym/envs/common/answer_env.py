@@ -187,7 +187,7 @@ class BoxedAnswerEnv(Env[str]):
         else:
             reward = WRONG_REWARD
         terminated = result.correct or self.turn >= self.max_turns
-        info = {
+        info: dict[str, Any] = {
             "correct": result.correct,
             "invalid_action": no_answer,
             "parsed_action": result.answer,

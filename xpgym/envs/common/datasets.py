@@ -152,7 +152,8 @@ def load_split(
             raise FileNotFoundError(f"{prefix}dataset file {source!r} does not exist")
         if os.path.getsize(source) == 0:  # the json builder fails obscurely on these
             raise ValueError(f"{prefix}dataset file {source!r} is empty")
-        target, files = builder, source
+        target: str = builder
+        files: DataFiles = source
     else:
         target, files = source, data_files
     described = describe_source(source, name=name, split=split, data_files=data_files)

@@ -35,7 +35,7 @@ def resolve_presets(
     if difficulty in presets:
         return {difficulty: presets[difficulty]}
     if difficulty == "random":
-        return dict(presets)
+        return {name: preset for name, preset in presets.items()}
     raise ValueError(
         f"difficulty must be None, 'random' or one of {sorted(presets)}, got {difficulty!r}"
     )
@@ -81,7 +81,7 @@ def override_preset(preset: N, given: Sequence[Any], owner: str) -> N:
     for name, value in zip(preset._fields, merged, strict=True):
         if not is_int(value):
             raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
-    return type(preset)(*map(int, merged))
+    return preset._make(map(int, merged))
 
 
 class PresetEnv(Env[str], Generic[P]):

@@ -212,11 +212,11 @@ def _try_place(
         for i, letter in enumerate(word):
             cells[row + i * dr][col + i * dc] = letter
         placements[word] = (row, col, direction)
-    for row in cells:
-        for c, letter in enumerate(row):
+    for line in cells:
+        for c, letter in enumerate(line):
             if not letter:
-                row[c] = _ALPHABET[int(rng.integers(26))]
-    return ["".join(row) for row in cells], placements
+                line[c] = _ALPHABET[int(rng.integers(26))]
+    return ["".join(line) for line in cells], placements
 
 
 def generate_puzzle(
@@ -454,7 +454,7 @@ class WordSearchEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
     def _restore_episode_state(self, state: dict[str, Any]) -> None:
         """Restore what `_episode_state` took."""
         self.grid = list(state["grid"])
-        self.placements = {w: tuple(p) for w, p in state["placements"].items()}  # type: ignore[misc]
+        self.placements = {w: tuple(p) for w, p in state["placements"].items()}
         self.words = sorted(self.placements)
         self.found = list(state["found"])
         self.turn = state["turn"]
