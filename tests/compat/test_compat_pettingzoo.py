@@ -139,6 +139,14 @@ def test_an_eliminated_agent_stays_until_its_dead_step_then_play_goes_on():
     assert env.agent_selection == "p2"
 
 
+def test_a_none_action_for_a_live_agent_raises_naming_the_agent():
+    env = to_pettingzoo(CountGame(num_agents=2))
+    env.reset(seed=0)
+    with pytest.raises(TypeError, match="'p0' is live"):
+        env.step(None)
+    assert env.agent_selection == "p0"
+
+
 def test_last_returns_the_reward_accumulated_since_the_agent_last_acted():
     env = to_pettingzoo(CountGame(num_agents=2))
     env.reset(seed=0)

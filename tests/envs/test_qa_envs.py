@@ -25,6 +25,7 @@ from xpgym.envs.qa.grading import (
     normalize_answer,
     token_f1,
 )
+from xpgym.envs.qa.rewards import make_f1_env
 
 SAMPLE = [json.loads(line) for line in sample_path().read_text("utf-8").splitlines()]
 CORPUS = {doc["id"]: doc for doc in load_corpus(default_corpus_path())}
@@ -332,6 +333,11 @@ def test_search_variant_passes_check_env():
     env = xpgym.make("qa:Sample-v0-search")
     check_env(env)
     env.close()
+
+
+def test_f1_env_of_a_multi_agent_id_raises_naming_the_id():
+    with pytest.raises(TypeError, match="'multiagent:RockPaperScissors-v0' is not a single"):
+        make_f1_env(base_id="multiagent:RockPaperScissors-v0")
 
 
 def test_f1_variant_pays_the_answers_f1_and_once_for_a_well_formed_search():

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 import logging
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -36,9 +36,12 @@ from xpgym.core.multiagent import MultiAgentEnv
 from xpgym.core.optional import import_optional
 from xpgym.core.registry import list_envs
 
-gymnasium = import_optional(
-    "gymnasium", needed_by="xpgym.compat.gymnasium", install='pip install "xpgym[compat]"'
-)
+if TYPE_CHECKING:
+    import gymnasium
+else:
+    gymnasium = import_optional(
+        "gymnasium", needed_by="xpgym.compat.gymnasium", install='pip install "xpgym[compat]"'
+    )
 
 __all__ = [
     "NAMESPACE",
@@ -88,7 +91,7 @@ class XpgymToGymnasium(gymnasium.Env[str, str]):
         ValueError: `render_mode` is not ``None`` or ``"ansi"``.
     """
 
-    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["ansi"]}  # type: ignore[misc]  # gymnasium.Env omits the ClassVar
 
     def __init__(
         self,
@@ -100,16 +103,17 @@ class XpgymToGymnasium(gymnasium.Env[str, str]):
         max_action_length: int = MAX_ACTION_LENGTH,
         **make_kwargs: Any,
     ) -> None:
-        env = bridged_env(env, make_kwargs)
-        if isinstance(env, MultiAgentEnv):
+        bridged = bridged_env(env, make_kwargs)
+        if isinstance(bridged, MultiAgentEnv):
             raise TypeError(
-                f"{env} is a MultiAgentEnv; bridge it with xpgym.compat.pettingzoo.to_pettingzoo"
+                f"{bridged} is a MultiAgentEnv; bridge it with "
+                "xpgym.compat.pettingzoo.to_pettingzoo"
             )
-        if not isinstance(env, Env):
-            raise TypeError(f"XpgymToGymnasium needs an xpgym Env or env id, got {env!r:.80}")
+        if not isinstance(bridged, Env):
+            raise TypeError(f"XpgymToGymnasium needs an xpgym Env or env id, got {bridged!r:.80}")
         if render_mode not in (None, *self.metadata["render_modes"]):
             raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
-        self.xpgym_env = env
+        self.xpgym_env = bridged
         self.render_mode = render_mode
         self.observation_space = text_space(max_observation_length, charset)
         self.action_space = text_space(max_action_length, charset)
@@ -118,7 +122,7 @@ class XpgymToGymnasium(gymnasium.Env[str, str]):
     # Gymnasium's Env keeps its generator in `_np_random` (and its checker reads that name);
     # here it is the xpgym env's, so there is one stream, seeded by the xpgym env's reset.
     @property
-    def _np_random(self) -> np.random.Generator:  # type: ignore[override]
+    def _np_random(self) -> np.random.Generator:
         return self.xpgym_env.np_random
 
     @_np_random.setter
@@ -126,7 +130,7 @@ class XpgymToGymnasium(gymnasium.Env[str, str]):
         self.xpgym_env.np_random = value
 
     @property
-    def np_random_seed(self) -> int:  # type: ignore[override]
+    def np_random_seed(self) -> int:
         """The seed of the xpgym env's generator (`-1` if one was assigned directly)."""
         seed = self.xpgym_env.np_random_seed
         return -1 if seed is None else seed
@@ -185,7 +189,7 @@ class GymnasiumToXpgym(Env[str]):
         self.gymnasium_env = env
 
     @property
-    def np_random(self) -> np.random.Generator:  # type: ignore[override]
+    def np_random(self) -> np.random.Generator:
         return self.gymnasium_env.np_random
 
     @np_random.setter
@@ -193,7 +197,7 @@ class GymnasiumToXpgym(Env[str]):
         self.gymnasium_env.np_random = value
 
     @property
-    def np_random_seed(self) -> int | None:  # type: ignore[override]
+    def np_random_seed(self) -> int | None:
         return self.gymnasium_env.np_random_seed
 
     def reset(

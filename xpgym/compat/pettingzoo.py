@@ -13,7 +13,7 @@ Observations and actions are `str`, every agent's spaces are `Text` spaces
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -27,13 +27,16 @@ from xpgym.compat.common import (
 from xpgym.core.multiagent import AgentID, MultiAgentEnv
 from xpgym.core.optional import import_optional
 
-gymnasium = import_optional(
-    "gymnasium", needed_by="xpgym.compat.pettingzoo", install='pip install "xpgym[compat]"'
-)
-pettingzoo = import_optional(
-    "pettingzoo", needed_by="xpgym.compat.pettingzoo", install='pip install "xpgym[compat]"'
-)
-AECEnv, ParallelEnv = pettingzoo.AECEnv, pettingzoo.ParallelEnv
+if TYPE_CHECKING:
+    import gymnasium
+    import pettingzoo
+else:
+    gymnasium = import_optional(
+        "gymnasium", needed_by="xpgym.compat.pettingzoo", install='pip install "xpgym[compat]"'
+    )
+    pettingzoo = import_optional(
+        "pettingzoo", needed_by="xpgym.compat.pettingzoo", install='pip install "xpgym[compat]"'
+    )
 
 __all__ = ["TextObservation", "XpgymToAEC", "XpgymToParallel", "to_pettingzoo"]
 
@@ -53,6 +56,18 @@ class TextObservation(str):
 
 def _text_observations(observations: dict[AgentID, str]) -> dict[AgentID, TextObservation]:
     return {agent: TextObservation(text) for agent, text in observations.items()}
+
+
+def _multi_agent_env(env: MultiAgentEnv | str, make_kwargs: dict[str, Any]) -> MultiAgentEnv:
+    """`env`, or the env of the id `env` made with `make_kwargs`; a `MultiAgentEnv` or
+    `TypeError`."""
+    bridged = bridged_env(env, make_kwargs)
+    if not isinstance(bridged, MultiAgentEnv):
+        raise TypeError(
+            f"PettingZoo bridges need an xpgym MultiAgentEnv, got {bridged!r:.80}; a "
+            "single-agent Env goes through xpgym.compat.gymnasium"
+        )
+    return bridged
 
 
 class _MultiAgentBridge:
@@ -85,20 +100,16 @@ class _MultiAgentBridge:
         max_action_length: int = MAX_ACTION_LENGTH,
         **make_kwargs: Any,
     ) -> None:
-        env = bridged_env(env, make_kwargs)
-        if not isinstance(env, MultiAgentEnv):
-            raise TypeError(
-                f"PettingZoo bridges need an xpgym MultiAgentEnv, got {env!r:.80}; a "
-                "single-agent Env goes through xpgym.compat.gymnasium"
-            )
-        if env.mode != self._mode:
+        bridged = _multi_agent_env(env, make_kwargs)
+        if bridged.mode != self._mode:
             other = "XpgymToParallel" if self._mode == "sequential" else "XpgymToAEC"
             raise ValueError(
-                f"{env} is in {env.mode!r} mode; bridge it with {other} (or to_pettingzoo), "
-                "then convert with pettingzoo.utils.conversions if you need the other API"
+                f"{bridged} is in {bridged.mode!r} mode; bridge it with {other} (or "
+                "to_pettingzoo), then convert with pettingzoo.utils.conversions if you need "
+                "the other API"
             )
-        self.xpgym_env = env
-        self.possible_agents = list(env.possible_agents)
+        self.xpgym_env = bridged
+        self.possible_agents = list(bridged.possible_agents)
         self.agents: list[AgentID] = []
         self.render_mode = None
         self.observation_spaces = {
@@ -122,7 +133,7 @@ class _MultiAgentBridge:
         return f"<{type(self).__name__}{self.xpgym_env}>"
 
 
-class XpgymToAEC(_MultiAgentBridge, AECEnv[AgentID, str, str]):
+class XpgymToAEC(_MultiAgentBridge, pettingzoo.AECEnv[AgentID, str, str]):
     """A sequential-mode xpgym `MultiAgentEnv` as a PettingZoo `AECEnv`.
 
     PettingZoo's AEC bookkeeping is kept here, over the xpgym env's dicts:
@@ -142,6 +153,7 @@ class XpgymToAEC(_MultiAgentBridge, AECEnv[AgentID, str, str]):
     _mode = "sequential"
 
     _observations: dict[AgentID, str]
+    agent_selection: AgentID
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         """Start an episode: the xpgym env's ``reset(seed=seed, options=options)``."""
@@ -152,7 +164,7 @@ class XpgymToAEC(_MultiAgentBridge, AECEnv[AgentID, str, str]):
         self.terminations = dict.fromkeys(self.agents, False)
         self.truncations = dict.fromkeys(self.agents, False)
         self.infos = infos
-        self.agent_selection = self.xpgym_env.agent_selector.selected_agent
+        self.agent_selection = self._selected_agent()
         self._skip_agent_selection = None
 
     def observe(self, agent: AgentID) -> TextObservation:
@@ -165,6 +177,10 @@ class XpgymToAEC(_MultiAgentBridge, AECEnv[AgentID, str, str]):
         if self.terminations[agent] or self.truncations[agent]:
             self._was_dead_step(action)
             return
+        if action is None:
+            raise TypeError(
+                f"{self}: None is the step of a done agent; {agent!r} is live, pass its text"
+            )
         self._cumulative_rewards[agent] = 0.0
         observations, rewards, terminations, truncations, infos = self.xpgym_env.step(
             {agent: action}
@@ -175,12 +191,19 @@ class XpgymToAEC(_MultiAgentBridge, AECEnv[AgentID, str, str]):
         self.truncations.update(truncations)
         self.infos.update(infos)
         if self.xpgym_env.agents:
-            self.agent_selection = self.xpgym_env.agent_selector.selected_agent
+            self.agent_selection = self._selected_agent()
         self._accumulate_rewards()
         self._deads_step_first()
 
+    def _selected_agent(self) -> AgentID:
+        """The agent whose turn it is in the xpgym env (after a reset, or a step that left
+        agents live)."""
+        agent = self.xpgym_env.agent_selector.selected_agent
+        assert agent is not None  # a sequential env with live agents has one selected
+        return agent
 
-class XpgymToParallel(_MultiAgentBridge, ParallelEnv[AgentID, str, str]):
+
+class XpgymToParallel(_MultiAgentBridge, pettingzoo.ParallelEnv[AgentID, str, str]):
     """A parallel-mode xpgym `MultiAgentEnv` as a PettingZoo `ParallelEnv`.
 
     `reset` and `step` are the xpgym env's own (dicts keyed by agent id, `step` keyed by every
@@ -194,7 +217,7 @@ class XpgymToParallel(_MultiAgentBridge, ParallelEnv[AgentID, str, str]):
 
     def reset(
         self, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[dict[AgentID, str], dict[AgentID, dict[str, Any]]]:
+    ) -> tuple[dict[AgentID, TextObservation], dict[AgentID, dict[str, Any]]]:
         """Start an episode: the xpgym env's ``reset(seed=seed, options=options)``."""
         observations, infos = self.xpgym_env.reset(seed=seed, options=options)
         self.agents = list(self.xpgym_env.agents)
@@ -203,7 +226,7 @@ class XpgymToParallel(_MultiAgentBridge, ParallelEnv[AgentID, str, str]):
     def step(
         self, actions: dict[AgentID, str]
     ) -> tuple[
-        dict[AgentID, str],
+        dict[AgentID, TextObservation],
         dict[AgentID, float],
         dict[AgentID, bool],
         dict[AgentID, bool],
@@ -228,10 +251,10 @@ def to_pettingzoo(
 
     The keyword arguments are those of the two bridges.
     """
-    env = bridged_env(env, make_kwargs)
-    bridge = XpgymToParallel if getattr(env, "mode", None) == "parallel" else XpgymToAEC
+    bridged = _multi_agent_env(env, make_kwargs)
+    bridge = XpgymToParallel if bridged.mode == "parallel" else XpgymToAEC
     return bridge(
-        env,
+        bridged,
         charset=charset,
         max_observation_length=max_observation_length,
         max_action_length=max_action_length,

@@ -48,7 +48,6 @@ run, in order), ``verdict_counts`` (every verdict of `VERDICTS` -> count), ``tes
 from __future__ import annotations
 
 import json
-import numbers
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
@@ -63,6 +62,7 @@ from xpgym.envs.code.problems import (
     load_dataset_problems,
     load_sample_problems,
 )
+from xpgym.envs.common.arguments import is_int, is_number
 
 __all__ = ["CORRECT_REWARD", "NO_CODE_REWARD", "CodeEnv"]
 
@@ -144,11 +144,11 @@ class CodeEnv(Env[str]):
             ("max_tests", 1 if max_tests is None else max_tests, 1),
             ("memory_limit_mb", memory_limit_mb, 64),
         ):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            if not is_int(value):
                 raise TypeError(f"CodeEnv: {name} must be an int, got {value!r}")
             if value < lowest:
                 raise ValueError(f"CodeEnv: {name} must be at least {lowest}, got {value}")
-        if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, numbers.Real):
+        if not is_number(time_limit_s):
             raise TypeError(f"CodeEnv: time_limit_s must be a number, got {time_limit_s!r}")
         if not time_limit_s > 0:
             raise ValueError(f"CodeEnv: time_limit_s must be positive, got {time_limit_s}")
@@ -221,7 +221,7 @@ class CodeEnv(Env[str]):
         index = (options or {}).get("index")
         if index is None:
             index = int(self.np_random.integers(len(self.problems)))
-        elif isinstance(index, bool) or not isinstance(index, numbers.Integral):
+        elif not is_int(index):
             raise TypeError(f"CodeEnv: options['index'] must be an int, got {index!r}")
         elif not 0 <= index < len(self.problems):
             raise IndexError(

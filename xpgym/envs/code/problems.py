@@ -159,7 +159,7 @@ def _parse_tests(raw: Any, fn_name: str | None, where: str) -> tuple[tuple[Any, 
             tests = tuple(IOTest(_text(i), _text(o)) for i, o in zip(inputs, outputs, strict=True))
         return tests, fn_name or None
     if isinstance(raw, Sequence):
-        parsed = []
+        parsed: list[IOTest | CallTest] = []
         for k, test in enumerate(raw):
             if isinstance(test, Mapping) and "input" in test and "output" in test and not fn_name:
                 parsed.append(IOTest(_text(test["input"]), _text(test["output"])))

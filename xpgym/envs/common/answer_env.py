@@ -43,12 +43,12 @@ boxed answer, or `None`), ``grading`` (``"graded"``, ``"no_answer"``, ``"timeout
 from __future__ import annotations
 
 import copy
-import numbers
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from xpgym.core.env import Env
 from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
+from xpgym.envs.common.arguments import is_int, is_number
 
 __all__ = [
     "CORRECT_REWARD",
@@ -132,11 +132,11 @@ class BoxedAnswerEnv(Env[str]):
         no_answer_reward: float = 0.0,
     ) -> None:
         name = type(self).__name__
-        if isinstance(max_turns, bool) or not isinstance(max_turns, numbers.Integral):
+        if not is_int(max_turns):
             raise TypeError(f"{name}: max_turns must be an int, got {max_turns!r}")
         if max_turns < 1:
             raise ValueError(f"{name}: max_turns must be >= 1, got {max_turns}")
-        if isinstance(no_answer_reward, bool) or not isinstance(no_answer_reward, numbers.Real):
+        if not is_number(no_answer_reward):
             raise TypeError(f"{name}: no_answer_reward must be a number, got {no_answer_reward!r}")
         self.max_turns = int(max_turns)
         self.instruction = str(instruction)
@@ -187,7 +187,7 @@ class BoxedAnswerEnv(Env[str]):
         else:
             reward = WRONG_REWARD
         terminated = result.correct or self.turn >= self.max_turns
-        info = {
+        info: dict[str, Any] = {
             "correct": result.correct,
             "invalid_action": no_answer,
             "parsed_action": result.answer,

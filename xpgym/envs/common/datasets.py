@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import numbers
 import os
 import threading
 from collections.abc import Iterator, Mapping, Sequence
@@ -50,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from xpgym.core.optional import import_optional
+from xpgym.envs.common.arguments import is_int
 
 __all__ = [
     "DATA_FILE_BUILDERS",
@@ -152,7 +152,8 @@ def load_split(
             raise FileNotFoundError(f"{prefix}dataset file {source!r} does not exist")
         if os.path.getsize(source) == 0:  # the json builder fails obscurely on these
             raise ValueError(f"{prefix}dataset file {source!r} is empty")
-        target, files = builder, source
+        target: str = builder
+        files: DataFiles = source
     else:
         target, files = source, data_files
     described = describe_source(source, name=name, split=split, data_files=data_files)
@@ -292,11 +293,7 @@ def pick_index(
     """
     if options and options.get("index") is not None:
         index = options["index"]
-        if (
-            isinstance(index, bool)
-            or not isinstance(index, numbers.Integral)
-            or not 0 <= index < size
-        ):
+        if not is_int(index) or not 0 <= index < size:
             raise ValueError(
                 f"{owner}: options['index'] must be an int in [0, {size}), got {index!r}"
             )

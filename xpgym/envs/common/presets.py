@@ -5,12 +5,12 @@ base of the games whose settings come from a preset.
 
 from __future__ import annotations
 
-import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any, Generic, NamedTuple, TypeVar
 
 from xpgym.core.env import Env
 from xpgym.core.registry import register
+from xpgym.envs.common.arguments import is_int
 
 __all__ = ["PresetEnv", "override_preset", "register_presets", "resolve_presets"]
 
@@ -35,7 +35,7 @@ def resolve_presets(
     if difficulty in presets:
         return {difficulty: presets[difficulty]}
     if difficulty == "random":
-        return dict(presets)
+        return {name: preset for name, preset in presets.items()}
     raise ValueError(
         f"difficulty must be None, 'random' or one of {sorted(presets)}, got {difficulty!r}"
     )
@@ -79,9 +79,9 @@ def override_preset(preset: N, given: Sequence[Any], owner: str) -> N:
         default if value is None else value for default, value in zip(preset, given, strict=True)
     ]
     for name, value in zip(preset._fields, merged, strict=True):
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not is_int(value):
             raise TypeError(f"{owner}: {name} must be an int, got {value!r}")
-    return type(preset)(*map(int, merged))
+    return preset._make(map(int, merged))
 
 
 class PresetEnv(Env[str], Generic[P]):

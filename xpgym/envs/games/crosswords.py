@@ -65,7 +65,6 @@ reset. Without a difficulty: 5 words of 5-7 letters on 9x9 with first letters, 1
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -73,6 +72,7 @@ from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from xpgym.envs.common.arguments import is_int
 from xpgym.envs.common.presets import PresetEnv, resolve_presets
 from xpgym.envs.games.letter_grid import render_letter_grid
 from xpgym.envs.games.wordle import checked_words, parse_word
@@ -347,8 +347,7 @@ class CrosswordsEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
         words: Iterable[str] | None = None,
     ) -> None:
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
-        vocabulary = checked_words(words, "CrosswordsEnv")
-        vocabulary = sorted(set(vocabulary))
+        vocabulary = sorted(set(checked_words(words, "CrosswordsEnv")))
         letter_sets = Counter("".join(sorted(w)) for w in vocabulary)
         choices: dict[str | None, tuple[Settings, tuple[str, ...]]] = {}
         for name, preset in presets.items():
@@ -545,14 +544,14 @@ class CrosswordsEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
 
 
 def _validated(preset: Settings, given: tuple[Any, ...]) -> Settings:
-    settings = Settings(*(p if v is None else v for p, v in zip(preset, given, strict=True)))
+    settings = Settings._make(p if v is None else v for p, v in zip(preset, given, strict=True))
     for name, value in settings._asdict().items():
         if name == "reveal_first":
             if not isinstance(value, bool):
                 raise TypeError(f"CrosswordsEnv: reveal_first must be a bool, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        elif not is_int(value):
             raise TypeError(f"CrosswordsEnv: {name} must be an int, got {value!r}")
-    s = Settings(*(v if isinstance(v, bool) else int(v) for v in settings))
+    s = Settings._make(v if isinstance(v, bool) else int(v) for v in settings)
     if not 3 <= s.min_length <= s.max_length <= s.size:
         raise ValueError(
             "CrosswordsEnv: need 3 <= min_length <= max_length <= size, got "

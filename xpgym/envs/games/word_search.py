@@ -60,13 +60,13 @@ Difficulty presets (`DIFFICULTIES`): ``"easy"`` is a 6x6 grid with 3 words runni
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 import numpy as np
 
+from xpgym.envs.common.arguments import is_int
 from xpgym.envs.common.presets import PresetEnv, resolve_presets
 from xpgym.envs.games.letter_grid import render_letter_grid
 from xpgym.envs.games.wordle import checked_words, parse_word
@@ -212,11 +212,11 @@ def _try_place(
         for i, letter in enumerate(word):
             cells[row + i * dr][col + i * dc] = letter
         placements[word] = (row, col, direction)
-    for row in cells:
-        for c, letter in enumerate(row):
+    for line in cells:
+        for c, letter in enumerate(line):
             if not letter:
-                row[c] = _ALPHABET[int(rng.integers(26))]
-    return ["".join(row) for row in cells], placements
+                line[c] = _ALPHABET[int(rng.integers(26))]
+    return ["".join(line) for line in cells], placements
 
 
 def generate_puzzle(
@@ -454,7 +454,7 @@ class WordSearchEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
     def _restore_episode_state(self, state: dict[str, Any]) -> None:
         """Restore what `_episode_state` took."""
         self.grid = list(state["grid"])
-        self.placements = {w: tuple(p) for w, p in state["placements"].items()}  # type: ignore[misc]
+        self.placements = {w: tuple(p) for w, p in state["placements"].items()}
         self.words = sorted(self.placements)
         self.found = list(state["found"])
         self.turn = state["turn"]
@@ -477,7 +477,7 @@ def _validated(
     )
     for name in ("size", "num_words", "max_turns"):
         value = getattr(settings, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if not is_int(value):
             raise TypeError(f"WordSearchEnv: {name} must be an int, got {value!r}")
     size_, words_, dirs, turns = settings
     if int(size_) < 4:

@@ -295,7 +295,7 @@ class WordleEnv(PresetEnv[tuple[Settings, tuple[str, ...]]]):
         """Restore what `_episode_state` took."""
         self.secret = state["secret"]
         self.turn = state["turn"]
-        self.guesses = [tuple(pair) for pair in state["guesses"]]  # type: ignore[misc]
+        self.guesses = [tuple(pair) for pair in state["guesses"]]
 
 
 def _validated(preset: Settings, word_length: int | None, max_turns: int | None) -> Settings:

@@ -26,7 +26,6 @@ sides. Without a difficulty: 3-4 numbers from 1..20, equations with `x` on both 
 
 from __future__ import annotations
 
-import numbers
 import operator
 from dataclasses import dataclass
 from fractions import Fraction
@@ -35,6 +34,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from xpgym.envs.common.answer_env import Problem
+from xpgym.envs.common.arguments import is_number
 from xpgym.envs.common.presets import resolve_presets
 from xpgym.envs.math.answer_env import MathAnswerEnv
 
@@ -141,9 +141,7 @@ class ArithmeticEnv(MathAnswerEnv):
         super().__init__(**kwargs)
         presets = resolve_presets(difficulty, DIFFICULTIES, _DEFAULT)
         if equation_probability is not None:
-            if isinstance(equation_probability, bool) or not isinstance(
-                equation_probability, numbers.Real
-            ):
+            if not is_number(equation_probability):
                 raise TypeError(
                     f"ArithmeticEnv: equation_probability must be a number, got "
                     f"{equation_probability!r}"

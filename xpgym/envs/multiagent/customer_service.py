@@ -68,7 +68,6 @@ from __future__ import annotations
 
 import copy
 import json
-import numbers
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -79,6 +78,7 @@ from xpgym.core.tools.calls import (
     find_function_calls,
     format_function_instructions,
 )
+from xpgym.envs.common.arguments import is_int
 from xpgym.envs.multiagent.retail import (
     CANCEL_REASONS,
     POLICY,
@@ -190,7 +190,7 @@ class CustomerServiceEnv(MultiAgentEnv):
                 f"CustomerServiceEnv: task_ids must be a non-empty list of {list(shipped)}, "
                 f"got {task_ids!r}"
             )
-        if isinstance(max_steps, bool) or not isinstance(max_steps, numbers.Integral):
+        if not is_int(max_steps):
             raise TypeError(f"CustomerServiceEnv: max_steps must be an int, got {max_steps!r}")
         if max_steps < 2:
             raise ValueError(f"CustomerServiceEnv: max_steps must be >= 2, got {max_steps}")
@@ -232,6 +232,7 @@ class CustomerServiceEnv(MultiAgentEnv):
 
     def _reset(self, options: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
         task_id = (options or {}).get("task_id")
+        task: RetailTask | None
         if task_id is None:
             task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
         else:
@@ -380,7 +381,7 @@ class CustomerServiceEnv(MultiAgentEnv):
         self.store = self._lease_store() if self._store_lease is None else self.store
         self.store.db = state["db"]
         self.store.user_id = state["user_id"]
-        self.messages = [tuple(m) for m in state["messages"]]  # type: ignore[misc]
+        self.messages = [tuple(m) for m in state["messages"]]
         self._inbox = state["inbox"]
         self.steps = state["steps"]
         self.user_turns = state["user_turns"]

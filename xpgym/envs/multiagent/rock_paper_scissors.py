@@ -38,11 +38,11 @@ move, the opponent's, the result) and both scores.
 
 from __future__ import annotations
 
-import numbers
 import re
 from typing import Any, ClassVar
 
 from xpgym.core.multiagent import MultiAgentEnv
+from xpgym.envs.common.arguments import is_int
 
 __all__ = [
     "AGENTS",
@@ -111,7 +111,7 @@ class RockPaperScissorsEnv(MultiAgentEnv):
     metadata: ClassVar[dict[str, Any]] = {"multi_turn": True, "multi_agent": True}
 
     def __init__(self, rounds: int = 5) -> None:
-        if isinstance(rounds, bool) or not isinstance(rounds, numbers.Integral):
+        if not is_int(rounds):
             raise TypeError(f"RockPaperScissorsEnv: rounds must be an int, got {rounds!r}")
         if not 1 <= int(rounds) <= 1000:
             raise ValueError(f"RockPaperScissorsEnv: rounds must be 1..1000, got {rounds}")

@@ -65,10 +65,15 @@ class SingleAgentView(Env[str]):
         self.env = env
         self.agent = agent
         self.policies = policies
-        self.metadata = {**env.metadata, "multi_agent": False}
+        self._metadata = {**env.metadata, "multi_agent": False}
 
     @property
-    def np_random(self) -> np.random.Generator:  # type: ignore[override]
+    def metadata(self) -> dict[str, Any]:  # type: ignore[override]  # per view, as in Wrapper
+        """The env's metadata with ``multi_agent`` False (made once, at construction)."""
+        return self._metadata
+
+    @property
+    def np_random(self) -> np.random.Generator:
         """The multi-agent env's generator (the view has none of its own)."""
         return self.env.np_random
 
@@ -77,14 +82,16 @@ class SingleAgentView(Env[str]):
         self.env.np_random = value
 
     @property
-    def np_random_seed(self) -> int | None:  # type: ignore[override]
+    def np_random_seed(self) -> int | None:
         return self.env.np_random_seed
 
     def _others_act(self) -> tuple[float, bool, bool, dict[str, Any]]:
         """Step the other agents until `agent` must act or is done; `agent`'s results."""
-        reward, terminated, truncated, info = 0.0, False, False, {}
+        reward, terminated, truncated = 0.0, False, False
+        info: dict[str, Any] = {}
         while self.agent in self.env.agents:
             other = self.env.agent_selector.selected_agent
+            assert other is not None  # a sequential env with live agents has one selected
             if other == self.agent:
                 break
             policy = self.policies.get(other)

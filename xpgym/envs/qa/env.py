@@ -160,8 +160,8 @@ class QAEnv(Env[str]):
         golds = self.answers
         answer = last_tagged(action, "answer")
         invalid = not answer
-        em = 0.0 if invalid else exact_match(answer, golds)
-        f1 = 0.0 if invalid else token_f1(answer, golds)
+        em = exact_match(answer, golds) if answer else 0.0
+        f1 = token_f1(answer, golds) if answer else 0.0
         if invalid:
             reward = FORMAT_ERROR_REWARD
             feedback = (

@@ -24,6 +24,7 @@ from xpgym.core.registry import make_from_spec, spec
 from xpgym.core.rewards import Reward, first_well_formed_tool_call
 from xpgym.core.wrappers.rewards import FORMAT_REWARD_NAME, RewardWrapper
 from xpgym.envs.common.answers import last_tagged
+from xpgym.envs.qa.env import QAEnv
 from xpgym.envs.qa.grading import normalize_answer, token_f1
 
 __all__ = ["FORMAT_REWARD", "answer_f1", "make_f1_env"]
@@ -32,7 +33,7 @@ FORMAT_REWARD = 0.1
 """Paid once per episode, on the first well-formed tool call."""
 
 
-def answer_f1(action: str, env: Env) -> dict[str, float]:
+def answer_f1(action: str, env: QAEnv) -> dict[str, float]:
     """``{"reward": token F1 of the action's last <answer> against env.answers,
     "answer_words": words of the normalised answer}``; no answer block: both 0.0."""
     answer = last_tagged(action, "answer")
@@ -48,6 +49,8 @@ def make_f1_env(*, base_id: str, **env_kwargs: Any) -> Env:
     """Entry point of the ``-f1`` ids: `base_id` (a QA id or its tool variant, made with
     `env_kwargs`) scored as the module docstring says."""
     env = make_from_spec(spec(base_id), **env_kwargs)
+    if not isinstance(env, Env):
+        raise TypeError(f"make_f1_env: {base_id!r} is not a single-agent Env; pass a QA id")
     return RewardWrapper(
         env,
         [answer_f1],

@@ -46,7 +46,6 @@ info: ``task``, ``max_turns``.
 
 from __future__ import annotations
 
-import numbers
 import re
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
@@ -54,6 +53,7 @@ from typing import Any, ClassVar, Final
 from xpgym.core.env import Env
 from xpgym.core.sandbox import Sandbox, default_sandbox
 from xpgym.core.tools.calls import find_tag
+from xpgym.envs.common.arguments import is_int, is_number
 from xpgym.envs.terminal.tasks import TASKS, TerminalTask, task_by_name
 from xpgym.envs.terminal.workspace import (
     FLOOD_BYTES,
@@ -151,11 +151,11 @@ class TerminalEnv(Env[str]):
             ("max_turns", max_turns, 1),
             ("max_output_bytes", max_output_bytes, 100),
         ):
-            if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            if not is_int(value):
                 raise TypeError(f"TerminalEnv: {name} must be an int, got {value!r}")
             if value < lowest:
                 raise ValueError(f"TerminalEnv: {name} must be at least {lowest}, got {value}")
-        if isinstance(command_timeout_s, bool) or not isinstance(command_timeout_s, numbers.Real):
+        if not is_number(command_timeout_s):
             raise TypeError(
                 f"TerminalEnv: command_timeout_s must be a number, got {command_timeout_s!r}"
             )

@@ -123,10 +123,12 @@ def _run(argv: list[str], timeout_s: float, head: int, tail: int, flood: int) ->
             "stdout": _Capture(head, tail).reply(),
             "stderr": error.reply(),
         }
-    captures = {proc.stdout: _Capture(head, tail), proc.stderr: _Capture(head, tail)}
+    assert proc.stdout is not None  # both streams are PIPEs
+    assert proc.stderr is not None
+    stdout, stderr = _Capture(head, tail), _Capture(head, tail)
     selector = selectors.DefaultSelector()
-    for stream in captures:
-        selector.register(stream, selectors.EVENT_READ)
+    selector.register(proc.stdout, selectors.EVENT_READ, stdout)
+    selector.register(proc.stderr, selectors.EVENT_READ, stderr)
     deadline = time.monotonic() + timeout_s
     status = None
     stopped = False
@@ -154,7 +156,7 @@ def _run(argv: list[str], timeout_s: float, head: int, tail: int, flood: int) ->
             if not chunk:
                 selector.unregister(key.fileobj)
                 continue
-            capture = captures[key.fileobj]
+            capture: _Capture = key.data
             capture.add(chunk)
             if capture.total > flood and not stopped:
                 flooded = stopped = True
@@ -166,8 +168,8 @@ def _run(argv: list[str], timeout_s: float, head: int, tail: int, flood: int) ->
         "exit_code": status,
         "timed_out": timed_out,
         "flooded": flooded,
-        "stdout": captures[proc.stdout].reply(),
-        "stderr": captures[proc.stderr].reply(),
+        "stdout": stdout.reply(),
+        "stderr": stderr.reply(),
     }
 
 

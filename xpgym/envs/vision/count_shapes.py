@@ -151,7 +151,7 @@ class CountShapesEnv(BoxedAnswerEnv):
         }
         count = int(rng.integers(settings.max_count + 1))
         total = max(count, int(rng.integers(settings.min_shapes, settings.max_shapes + 1)))
-        attributes = []
+        attributes: list[dict[str, str]] = []
         while len(attributes) < total:
             shape = {
                 "kind": KINDS[int(rng.integers(len(KINDS)))],

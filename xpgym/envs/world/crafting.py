@@ -156,7 +156,7 @@ class Recipe(NamedTuple):
     """`count` of `target` from ``(item or kind, count)`` `ingredients`."""
 
     target: str
-    count: int
+    count: int  # type: ignore[assignment]  # the field shadows tuple.count, as NamedTuple allows
     ingredients: tuple[tuple[str, int], ...]
 
     @property
@@ -501,14 +501,16 @@ class CraftingEnv(WorldEnv[Settings]):
 
     def _craft(self, rest: str) -> Outcome:
         found = _CRAFT.fullmatch(rest)
-        parts = [_GET.fullmatch(p.strip()) for p in found[3].split(",")] if found else [None]
-        if found is None or None in parts:
+        matches = [_GET.fullmatch(p.strip()) for p in found[3].split(",")] if found else [None]
+        parts = [m for m in matches if m is not None]
+        if found is None or len(parts) < len(matches):
             return Outcome(
                 "Write 'craft <count> <item> using <count> <ingredient>, ...', as in the recipes.",
                 valid=False,
             )
-        counts = [_count(found[1]), *(_count(p[1]) for p in parts)]
-        if None in counts:
+        given = [_count(found[1]), *(_count(p[1]) for p in parts)]
+        counts = [n for n in given if n is not None]
+        if len(counts) < len(given):
             return Outcome(f"Counts must be whole numbers 1..{MAX_COUNT}.", valid=False)
         target = found[2]
         recipe = self.world.recipes.get(target)

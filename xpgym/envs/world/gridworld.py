@@ -630,16 +630,21 @@ def _find(grid: Grid, kind: str) -> tuple[Cell, str]:
     raise _RefusedError(f"no {kind} on the map")
 
 
+def _sees(cell: Cell) -> Callable[[Grid], bool]:
+    """A `_walk` goal: `cell` is in view."""
+    return lambda probe: cell in visible(probe)
+
+
 def _reach(grid: Grid, plan: list[str], kind: str) -> None:
     """Cross doors into the room of the `kind` thing (a door: the room west of it), turn
     until it is seen and go to it."""
     cell, name = _find(grid, kind)
     while (here := (grid.agent[1] - 1) // 5) != (room := (cell[1] - 1) // 5):
         door = next(door for door in grid.doors if door[1] == 5 * (here + (room > here)))
-        _walk(grid, plan, lambda probe, door=door: door in visible(probe))
+        _walk(grid, plan, _sees(door))
         shut = grid.door_states[grid.doors[door]] != "open"
         _do(grid, plan, f"{'toggle and ' if shut else ''}go through {grid.doors[door]}")
-    _walk(grid, plan, lambda probe: cell in visible(probe))
+    _walk(grid, plan, _sees(cell))
     if grid.front != cell:
         _do(grid, plan, f"go to {name}")
 
@@ -669,7 +674,8 @@ def solve(grid: Grid) -> list[str] | None:
     is seen, going to it) and act on it; a put-next ends with a breadth-first walk to face
     an empty cell beside the other object, and a drop.
     """
-    grid, plan = grid.copy(), []
+    grid = grid.copy()
+    plan: list[str] = []
     verb, target, other = grid.mission
     try:
         if verb == "put":
