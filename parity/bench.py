@@ -3,11 +3,12 @@
     python -m parity.bench                           # every trainer that runs here, 4 steps
     python -m parity.bench --trainers reference trl --steps 6 --out results/parity_bench
 
-Every trainer trains the same warm tiny model (`parity.e2e.warm_model_dir`) on the same env
-(``game:GuessTheNumber-v0-easy``) with the batch of `parity.e2e.E2EConfig` (2 tasks x 4
-episodes per step; verl's CPU harness plays 4 episodes a step, `parity.verl_cpu`) through
+Every trainer trains the same warm tiny model (`parity.shared.warm_model.warm_model_dir`) on
+the same env (``game:GuessTheNumber-v0-easy``) with the batch of `parity.e2e.config.E2EConfig`
+(2 tasks x 4 episodes per step; verl's CPU harness plays 4 episodes a step,
+`parity.e2e.verl_cpu`) through
 its own loop: the reference trainer (`xpgym.reference.train`),
-TRL's ``GRPOTrainer.train()`` and verl's V1 trainer (`parity.e2e`). Each runs in a fresh
+TRL's ``GRPOTrainer.train()`` and verl's V1 trainer (`parity.e2e.runs`). Each runs in a fresh
 process so its peak memory is its own. Per trainer, the median over the steps after the
 first (the first pays for warm-up) of:
 
@@ -21,7 +22,7 @@ first (the first pays for warm-up) of:
 
 Writes ``<out>/bench.json`` (rows + the machine and commit, for tracking over commits),
 ``<out>/table.md`` and ``<out>/bench.png`` (the analogue of the GEM paper's per-framework
-time figure). On the GPU runners the same table comes from ``parity.gpu`` runs.
+time figure). On the GPU runners the same table comes from ``parity.curves.gpu`` runs.
 """
 
 from __future__ import annotations
@@ -39,7 +40,11 @@ from pathlib import Path
 from statistics import median
 from typing import Any
 
-from parity.e2e import E2EConfig, run, set_environment, warm_model_dir
+from parity.e2e.config import E2EConfig
+from parity.e2e.runs import run
+from parity.shared import reports
+from parity.shared.environment import set_environment
+from parity.shared.warm_model import warm_model_dir
 from xpgym.core.wrappers.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
 
 __all__ = ["TRAINERS", "bench_one", "main", "markdown_table", "plot", "row"]
@@ -47,7 +52,7 @@ __all__ = ["TRAINERS", "bench_one", "main", "markdown_table", "plot", "row"]
 logger = logging.getLogger(__name__)
 
 TRAINERS = ("reference", "trl", "verl")
-"""Trainers whose own loop runs on CPU (the others need a GPU: `parity.gpu`)."""
+"""Trainers whose own loop runs on CPU (the others need a GPU: `parity.curves.gpu`)."""
 
 RESULTS_DIR = Path("results/parity_bench")
 
@@ -62,7 +67,7 @@ def _env_seconds_per_step(log_dir: Path, steps: int) -> tuple[list[float], int]:
 
 
 def _run_reference(cfg: E2EConfig, warm_dir: Path) -> dict[str, Any]:
-    """The reference trainer from the same warm model, env and batch as `parity.e2e`."""
+    """The reference trainer from the same warm model, env and batch as `parity.e2e.runs`."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -70,7 +75,7 @@ def _run_reference(cfg: E2EConfig, warm_dir: Path) -> dict[str, Any]:
     from xpgym.core.wrappers.episode_log import log_episodes_if_requested
     from xpgym.reference.trainer import TrainerConfig, train
 
-    torch.set_num_threads(cfg.threads)  # as `parity.e2e.run` does for the others
+    torch.set_num_threads(cfg.threads)  # as `parity.e2e.runs.run` does for the others
     torch.manual_seed(cfg.seed)
     tokenizer = AutoTokenizer.from_pretrained(warm_dir)
     model = AutoModelForCausalLM.from_pretrained(warm_dir)
@@ -177,23 +182,18 @@ COLUMNS = (
 
 def markdown_table(rows: Sequence[dict[str, Any]]) -> str:
     """The rows as a markdown table (a crashed trainer's row names its error)."""
-    lines = ["| " + " | ".join(title for _, title, _ in COLUMNS) + " |"]
-    lines.append("|" + "---|" * len(COLUMNS))
-    for entry in rows:
-        if entry.get("error"):
-            lines.append(f"| {entry['trainer']} | crashed: {entry['error']} |" + " |" * 8)
-            continue
-        cells = [fmt.format(entry[key]) for key, _, fmt in COLUMNS]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    cells = [
+        [entry["trainer"], f"crashed: {entry['error']}"]
+        if entry.get("error")
+        else [fmt.format(entry[key]) for key, _, fmt in COLUMNS]
+        for entry in rows
+    ]
+    return reports.markdown_table([title for _, title, _ in COLUMNS], cells)
 
 
 def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     """Stacked bars per trainer: env, rest of rollout (generation), update seconds."""
-    from xpgym.core.optional import headless_pyplot
-
-    plt = headless_pyplot(needed_by="parity.bench plots", install='pip install "xpgym[torch]"')
-
+    plt = reports.pyplot(needed_by="parity.bench plots")
     ok = [r for r in rows if not r.get("error")]
     names = [r["trainer"] for r in ok]
     env = [r["env_s"] for r in ok]
@@ -207,10 +207,7 @@ def plot(rows: Sequence[dict[str, Any]], path: Path) -> None:
     )
     ax.set_xlabel("seconds per RL step (median)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    reports.save_figure(fig, path)
 
 
 def _commit() -> str | None:
@@ -237,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = E2EConfig(steps=args.steps)
     if args.one:  # the child process of one trainer
         result = bench_one(args.one, cfg, args.out)
-        (args.out / f"{args.one}.row.json").write_text(json.dumps(result) + "\n")
+        reports.write_json(args.out / f"{args.one}.row.json", result)
         return 0
     rows = [_bench_in_subprocess(name, args.steps, args.out) for name in args.trainers]
     report = {
@@ -250,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "commit": _commit(),
     }
-    (args.out / "bench.json").write_text(json.dumps(report, indent=1) + "\n")
+    reports.write_json(args.out / "bench.json", report)
     table = markdown_table(rows)
     (args.out / "table.md").write_text(table)
     plot(rows, args.out / "bench.png")

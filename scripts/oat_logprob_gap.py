@@ -1,7 +1,7 @@
 """Where Oat's ``logprobs_diff_max`` of up to 2.4 on xpgym's per-turn rows comes from.
 
-Samples episodes with the warm tiny model (`parity.e2e.warm_model_dir`), converts them with
-`xpgym.adapters.oat.to_transition_data` and runs Oat's own ``PPOLearner.learning_step``
+Samples episodes with the warm tiny model (`parity.shared.warm_model.warm_model_dir`), converts
+them with `xpgym.adapters.oat.to_transition_data` and runs Oat's own ``PPOLearner.learning_step``
 (`parity.update.oat.learning_steps`) twice on the same rows:
 
 * ``accumulate``: DeepSpeed's gradient accumulation, one optimizer step per
@@ -62,8 +62,7 @@ def _direct_gap(model_dir: Path, episodes: list[Any]) -> float:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from parity.curves import CurveConfig
-    from parity.e2e import warm_model_dir
+    from parity.shared.warm_model import WarmModelConfig, warm_model_dir
     from parity.update.job import UpdateHParams, UpdateJob
     from parity.update.oat import learning_steps
 
@@ -78,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.set_num_threads(1)
     print("warm model (built once per machine) ...", flush=True)
-    model_dir = warm_model_dir(CurveConfig())
+    model_dir = warm_model_dir(WarmModelConfig())
     episodes = _episodes(model_dir, args.episodes, args.seed)
     hparams = UpdateHParams(lr=args.lr, micro_batch_size=args.micro_batch_size)
     job = UpdateJob(model_dir=model_dir, episodes=episodes, steps=args.steps, hparams=hparams)

@@ -45,7 +45,7 @@ pip=("$venv/bin/python" -m pip install --quiet)
 "${pip[@]}" -e ".[dev,envs,vision,eval,tools,mcp,remote,ray]"
 
 "${pip[@]}" --no-deps verl==0.9.1
-# verl's V1 trainer (parity/verl_cpu, the CPU end-to-end run); the pins are parity.verl_cpu.PINS
+# verl's V1 trainer (parity/e2e/verl_cpu, the CPU end-to-end run); the pins are parity.e2e.verl_cpu.PINS
 "${pip[@]}" --no-deps transferqueue==0.1.11
 "${pip[@]}" ray==2.60.0 pyzmq==27.3.0 msgspec==0.22.0 prometheus_client==0.26.0 uvicorn==0.54.0
 "${pip[@]}" tensordict==0.10.0 omegaconf==2.3.1 hydra-core==1.3.8 codetiming==1.4.0 \

@@ -18,11 +18,10 @@ settings.load_profile("xpgym")
 
 @pytest.fixture(scope="session")
 def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The warm tiny model of the end-to-end runs (`parity.e2e.warm_model_dir`), built once
-    per test session in its own cache (the machine's cache is left alone)."""
+    """The warm tiny model of the end-to-end runs (`parity.shared.warm_model.warm_model_dir`),
+    built once per test session in its own cache (the machine's cache is left alone)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from parity.curves import CurveConfig
-    from parity.e2e import warm_model_dir
+    from parity.shared.warm_model import WarmModelConfig, warm_model_dir
 
-    return warm_model_dir(CurveConfig(), root=tmp_path_factory.mktemp("xpgym_cache"))
+    return warm_model_dir(WarmModelConfig(), root=tmp_path_factory.mktemp("xpgym_cache"))

@@ -3,8 +3,8 @@ r"""Layer 3 of the parity suite: each trainer's own update code on the same batc
     python -m parity.update [--trainers verl trl ...] [--steps K] [--write-docs]
 
 1. **Episodes** (`build_episodes`): 8 episodes of ``game:GuessTheNumber-v0-easy`` sampled
-   once from the warm tiny model (`parity.e2e.warm_model_dir`) with token ids and sampler
-   log-probs, seeded.
+   once from the warm tiny model (`parity.shared.warm_model.warm_model_dir`) with token ids
+   and sampler log-probs, seeded.
 2. **Reference** (`reference_run`): the reference trainer (`xpgym.reference.trainer`),
    from the same weights, configured with each trainer's documented semantics
    (`Semantics`: rows, loss aggregation, dual clip), ReBN advantages (population std,
@@ -12,7 +12,7 @@ r"""Layer 3 of the parity suite: each trainer's own update code on the same batc
    ``old_logprobs="rollout"``: the sampler's log-probs are ``log pi_old`` in every step,
    so step 1 has ratio 1 and steps 2..K exercise the clipped ratio.
 3. **Each trainer** (``parity/update/<trainer>.py``, ``run(job) -> TrainerRun``; imported
-   lazily; a missing module or `parity.core.NotRunnableError` gives ``not runnable``):
+   lazily; a missing module or `parity.tokens.core.NotRunnableError` gives ``not runnable``):
    its adapter's batch, its own loss, backward and optimizer step, K steps.
 4. **Compare** per step (`compare_steps`): the loss, the grad norm (before clipping) and the
    parameter delta ``d = params_after - params_before`` of the step: cosine of ``d_trainer``
@@ -45,8 +45,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from parity.check import REPORT_PATH, merge_into_report, replace_block
-from parity.core import NotRunnableError
+from parity.shared import reports
+from parity.shared.trainer_code import NotRunnableError
 from parity.update.job import StepResult, TrainerRun, UpdateHParams, UpdateJob
 from xpgym.core.trajectory import Episode
 
@@ -75,7 +75,7 @@ TRAINERS: tuple[str, ...] = ("verl", "openrlhf", "rl2", "oat", "trl", "roll")
 """Runner modules ``parity.update.<name>``, in table order."""
 
 ENV = "game:GuessTheNumber-v0-easy"
-DOCS_PATH = Path(__file__).resolve().parents[2] / "docs" / "parity.md"
+DOCS_PATH = reports.DOCS_DIR / "parity.md"
 TABLE_START, TABLE_END = "<!-- parity-update:start -->", "<!-- parity-update:end -->"
 
 
@@ -442,7 +442,8 @@ def run(
         trainers: Names from `TRAINERS`.
         steps: Optimizer steps K.
         hparams: The settings (default `UpdateHParams()`).
-        model_dir: The warm model (default `parity.e2e.warm_model_dir` of the CI config).
+        model_dir: The warm model (default `parity.shared.warm_model.warm_model_dir` of the CI
+            config).
         bug: A planted bug (`plant`) given to every trainer; the reference stays clean.
 
     Returns:
@@ -452,13 +453,12 @@ def run(
     """
     import torch
 
-    from parity.curves import CurveConfig
-    from parity.e2e import warm_model_dir
+    from parity.shared.warm_model import WarmModelConfig, warm_model_dir
     from parity.update._common import load_model, snapshot
 
     started = time.perf_counter()
     torch.set_num_threads(1)
-    model_dir = model_dir or warm_model_dir(CurveConfig())
+    model_dir = model_dir or warm_model_dir(WarmModelConfig())
     hparams = hparams or UpdateHParams()
     episodes = build_episodes(model_dir, seed=hparams.seed)
     job = UpdateJob(model_dir=model_dir, episodes=episodes, steps=steps, hparams=hparams)
@@ -510,28 +510,40 @@ def run(
     return report
 
 
+TABLE_HEADER = (
+    "trainer",
+    "status",
+    "loss per step (trainer / reference)",
+    "grad norm per step",
+    "delta cosine (min)",
+    "delta norm ratio (max dev.)",
+    "stand-ins",
+    "detail",
+)
+
+
 def markdown_table(report: dict[str, Any]) -> str:
     """The layer-3 table (one row per trainer) as GitHub markdown."""
-    header = (
-        "| trainer | status | loss per step (trainer / reference) | grad norm per step | "
-        "delta cosine (min) | delta norm ratio (max dev.) | stand-ins | detail |\n"
-        + "|---" * 8
-        + "|\n"
-    )
-    lines = []
+    rows = []
     for name, row in report["trainers"].items():
         steps = row.get("steps", [])
         loss = ", ".join(f"{s['loss']:.4g} / {s['loss_ref']:.4g}" for s in steps)
         grad = ", ".join(f"{s['grad_norm']:.4g} / {s['grad_norm_ref']:.4g}" for s in steps)
         cosine = f"{min(s['cosine'] for s in steps):.5f}" if steps else ""
         ratio = max(steps, key=lambda s: abs(s["norm_ratio"] - 1))["norm_ratio"] if steps else None
-        detail = row.get("detail", "").replace("|", "/")
-        lines.append(
-            f"| {name} | {row['status']} | {loss} | {grad} | {cosine} | "
-            f"{'' if ratio is None else f'{ratio:.5f}'} | {', '.join(row.get('stand_ins', []))} | "
-            f"{detail} |"
+        rows.append(
+            [
+                name,
+                row["status"],
+                loss,
+                grad,
+                cosine,
+                "" if ratio is None else f"{ratio:.5f}",
+                ", ".join(row.get("stand_ins", [])),
+                row.get("detail", ""),
+            ]
         )
-    return header + "\n".join(lines) + "\n"
+    return reports.markdown_table(TABLE_HEADER, rows)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -541,7 +553,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--plant", choices=PLANTS, help="run every trainer on a planted bug")
-    parser.add_argument("--report", type=Path, default=REPORT_PATH)
+    parser.add_argument("--report", type=Path, default=reports.REPORT_PATH)
     parser.add_argument(
         "--write-docs", action="store_true", help=f"rewrite the layer-3 table in {DOCS_PATH}"
     )
@@ -554,10 +566,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = markdown_table(report)
     sys.stdout.write(table)
     if not args.plant:
-        merge_into_report(args.report, {"layer3": report})
+        reports.merge_into_report(args.report, {"layer3": report})
     if args.write_docs:
         text = DOCS_PATH.read_text(encoding="utf-8")
-        DOCS_PATH.write_text(replace_block(text, TABLE_START, TABLE_END, table), encoding="utf-8")
+        DOCS_PATH.write_text(
+            reports.replace_block(text, TABLE_START, TABLE_END, table), encoding="utf-8"
+        )
     statuses = [row["status"] for row in report["trainers"].values()]
     logger.info("summary %s in %.1f s", report["summary"], report["seconds"])
     if args.plant:

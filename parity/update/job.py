@@ -7,7 +7,7 @@ backward and optimizer-step code for `UpdateJob.steps` steps. A runner is a modu
 
     def run(job: UpdateJob) -> TrainerRun
 
-It raises `parity.core.NotRunnableError` (with the reason) where the trainer cannot run
+It raises `parity.tokens.core.NotRunnableError` (with the reason) where the trainer cannot run
 here, and never changes `job`. `parity.update` compares each `TrainerRun` with the reference
 trainer configured with that trainer's documented semantics.
 """
@@ -55,10 +55,10 @@ class UpdateJob:
     """One layer-3 run: start from `model_dir`, update on `episodes` for `steps` steps.
 
     `model_dir` is a Hugging Face model directory (the warm tiny model of
-    `parity.e2e.warm_model_dir`, float32, with its tokenizer). `episodes` carry the policy's
-    token ids and its per-token sampling log-probs, so the first step's importance ratio is
-    1 wherever the trainer recomputes the same log-probs. Every step reuses the same batch
-    (the episodes do not change between steps), which makes step 2..K test the clipped
+    `parity.shared.warm_model.warm_model_dir`, float32, with its tokenizer). `episodes` carry
+    the policy's token ids and its per-token sampling log-probs, so the first step's importance
+    ratio is 1 wherever the trainer recomputes the same log-probs. Every step reuses the same
+    batch (the episodes do not change between steps), which makes step 2..K test the clipped
     ratio path.
     """
 

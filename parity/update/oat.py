@@ -11,7 +11,7 @@ micro-batches and steps once (``gradient_accumulation_steps``).
 What runs on CPU and what is a stand-in:
 
 - ``oat.algorithms.ppo`` imports vLLM, launchpad, DeepSpeed and a few tools at module level
-  that none of ``learning_step`` uses: empty modules (`parity.trainers._stand_ins`).
+  that none of ``learning_step`` uses: empty modules (`parity.shared.trainer_code`).
 - ``torch.cuda.current_device()`` (``learning_step``'s device) returns ``"cpu"`` in the run.
 - The DeepSpeed engine and Oat's ``DeepspeedStrategy`` are replaced by `_Engine` and
   `_Strategy`: ``backward`` divides the loss by the accumulation steps (DeepSpeed's
@@ -31,8 +31,7 @@ import logging
 from typing import Any
 from unittest import mock
 
-from parity.core import NotRunnableError
-from parity.trainers._stand_ins import stand_ins
+from parity.shared.trainer_code import NotRunnableError, stand_ins
 from parity.update._common import snapshot
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 

@@ -31,9 +31,8 @@ from contextlib import ExitStack
 from types import SimpleNamespace
 from typing import Any
 
-from parity.core import NotRunnableError
-from parity.e2e import set_environment
-from parity.trainers._stand_ins import stand_ins
+from parity.shared.environment import set_environment
+from parity.shared.trainer_code import NotRunnableError, stand_ins
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 
 __all__ = ["run"]

@@ -42,8 +42,7 @@ from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
-from parity.core import NotRunnableError
-from parity.trainers._stand_ins import stand_ins
+from parity.shared.trainer_code import NotRunnableError, stand_ins
 from parity.update._common import snapshot
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 

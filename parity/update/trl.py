@@ -19,7 +19,7 @@ import os
 import tempfile
 from typing import Any
 
-from parity.core import NotRunnableError
+from parity.shared.trainer_code import NotRunnableError
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 
 __all__ = ["run"]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
-from parity.core import NotRunnableError
+from parity.shared.trainer_code import NotRunnableError
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 
 __all__ = ["run"]

@@ -2,7 +2,7 @@
 
 OpenRLHF's experience maker and samples generator import flash_attn, deepspeed and vllm at
 module level (GPU packages). Where those are missing, the `openrlhf_internals` fixture
-imports them with empty stand-in modules (`parity.trainers._stand_ins.stand_ins`, shared
+imports them with empty stand-in modules (`parity.shared.trainer_code.stand_ins`, shared
 with the parity suite) and removes the stand-ins and OpenRLHF's modules when this file's
 tests are done (not other modules imported meanwhile: torch internals break when imported
 twice); the adapter itself never uses stand-ins.
@@ -46,7 +46,7 @@ from adapter_cases import (  # noqa: E402
     with_reward_metrics,
 )
 
-from parity.trainers._stand_ins import stand_ins  # noqa: E402
+from parity.shared.trainer_code import stand_ins  # noqa: E402
 from xpgym.adapters.openrlhf import (  # noqa: E402
     AGENT_FUNC_PATH,
     AgentExecutor,

@@ -42,7 +42,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from RL2.datasets import pack_tensor_dicts, state_dict_to_tensor_dict  # noqa: E402
 
 import xpgym  # noqa: E402
-from parity.trainers._stand_ins import stand_ins  # noqa: E402
+from parity.shared.trainer_code import stand_ins  # noqa: E402
 from xpgym.adapters import rl2  # noqa: E402
 from xpgym.adapters.rl2 import (  # noqa: E402
     install_turn_advantages,

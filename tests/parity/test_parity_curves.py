@@ -20,17 +20,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="the curves train with torch (the torch extra)")
 pytest.importorskip("transformers", reason="the tiny model is a transformers model")
 
-from parity.core import reference_tokens  # noqa: E402
-from parity.curves import (  # noqa: E402
-    PLANTED,
-    VARIANTS,
-    CurveConfig,
-    band,
-    inside_fraction,
-    run,
-    smooth,
-    token_advantages,
-)
+from parity.curves.cpu import PLANTED, VARIANTS, CurveConfig, run, token_advantages  # noqa: E402
+from parity.shared.curves import smooth  # noqa: E402
+from parity.tokens.core import reference_tokens  # noqa: E402
 
 SMALL = CurveConfig(
     hidden_size=64,
@@ -111,25 +103,13 @@ def test_rerun_reuses_the_cached_start_weights(out_dir: Path, report: dict[str, 
     assert again["reference"]["0"]["raw"][0] == report["reference"]["0"]["raw"][0]
 
 
-def test_band_and_inside_fraction_by_hand() -> None:
-    curves = np.array([[0.0, 1.0], [2.0, 1.0]])  # std (ddof 1): sqrt(2), 0
-    mean, half = band(curves, k=1.0, floor=0.1)
-    np.testing.assert_allclose(mean, [1.0, 1.0])
-    np.testing.assert_allclose(half, [np.sqrt(2), 0.1])
-    assert inside_fraction(np.array([2.4, 1.05]), mean, half) == 1.0
-    assert inside_fraction(np.array([2.5, 1.2]), mean, half) == 0.0
-    np.testing.assert_allclose(smooth([1.0, 3.0, 5.0, 7.0], 2), [1.0, 2.0, 4.0, 6.0])
-    with pytest.raises(ValueError, match="at least 2"):
-        band(curves[:1], k=3.0, floor=0.0)
-
-
 # -- the extension point and the placement of per-token values, on real episodes ----------
 
 
 @pytest.fixture(scope="module")
 def trained_setup(out_dir: Path, report: dict[str, Any]) -> tuple[Any, Any, list[Any]]:
     import xpgym
-    from parity.curves import tokenizer_and_model
+    from parity.shared.warm_model import tokenizer_and_model
     from xpgym.rollout.collector import RolloutCollector
     from xpgym.rollout.policies.hf import HFPolicy
 

@@ -1,4 +1,4 @@
-"""End to end on CPU (`parity.e2e`): TRL's own training loop runs through xpgym for real
+"""End to end on CPU (`parity.e2e.runs`): TRL's own training loop runs through xpgym for real
 steps from the cached warm tiny model, and the checks CI relies on catch what they name."""
 
 from __future__ import annotations
@@ -12,8 +12,10 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("trl", reason="TRL is not installed (scripts/setup.sh installs it)")
 
-from parity.e2e import LOGPROB_GAP_BOUND, E2EConfig, check, run, table, warm_model_dir
-from parity.gpu import collect
+from parity.curves.gpu import collect
+from parity.e2e.config import E2EConfig
+from parity.e2e.runs import LOGPROB_GAP_BOUND, check, run, table
+from parity.shared.warm_model import warm_model_dir
 
 STEPS = 2
 
@@ -40,7 +42,7 @@ def test_trl_trains_for_real_through_xpgym(trl_result: dict[str, Any]) -> None:
 def test_every_episode_trl_played_is_logged_and_collected_like_the_gpu_runs(
     trl_result: dict[str, Any],
 ) -> None:
-    """The episode log of the run reads back through `parity.gpu.collect`, the code that
+    """The episode log of the run reads back through `parity.curves.gpu.collect`, the code that
     bands the GPU runners' curves: one point per step, each the mean of a step's episodes."""
     cfg = E2EConfig(steps=STEPS)
     batch = cfg.tasks_per_step * cfg.group_size
@@ -59,7 +61,7 @@ def test_the_warm_model_is_built_once_and_reused(
     def must_not_pretrain(*args: object, **kwargs: object) -> None:
         raise AssertionError("the cached warm model was rebuilt")
 
-    monkeypatch.setattr("parity.e2e.start_weights", must_not_pretrain)
+    monkeypatch.setattr("parity.shared.warm_model.start_weights", must_not_pretrain)
     assert warm_model_dir(E2EConfig().warm, root=warm_model.parent) == warm_model
     assert (warm_model / "config.json").exists()
 

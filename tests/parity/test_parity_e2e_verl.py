@@ -1,4 +1,4 @@
-"""verl's real V1 trainer end to end on CPU (`parity.e2e_verl`, harness `parity.verl_cpu`)."""
+"""verl's real V1 trainer end to end on CPU (`parity.e2e.verl`, harness `parity.e2e.verl_cpu`)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ pytest.importorskip(
     "xpgym.adapters.verl", reason="needs verl 0.9.x (the verl extra)", exc_type=ImportError
 )
 
-from parity import verl_cpu
-from parity.e2e import check
-from parity.e2e_verl import run_verl
+from parity.e2e import verl_cpu
+from parity.e2e.runs import check
+from parity.e2e.verl import run_verl
 
 STEPS = 2
 
@@ -23,7 +23,7 @@ STEPS = 2
 def test_verl_trains_end_to_end_on_cpu(warm_model: Path, tmp_path: Path) -> None:
     """verl's own V1 trainer through `XpgymAgentLoop`: no crash, every step done, policy
     tokens trained, every parameter moved, finite numbers, the sampler's and the trainer's
-    probabilities within `parity.e2e.GAP_BOUNDS` (float32 on synced weights)."""
+    probabilities within `parity.e2e.runs.GAP_BOUNDS` (float32 on synced weights)."""
     result = run_verl(STEPS, tmp_path, warm_model)
 
     assert check(result, STEPS) == []

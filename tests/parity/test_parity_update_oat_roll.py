@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from parity.core import NotRunnableError
+from parity.shared.trainer_code import NotRunnableError
 from parity.update.job import TrainerRun, UpdateJob
 from xpgym.core.trajectory import Episode
 

@@ -9,7 +9,7 @@ test's docstring names it. A renamed flag, a config key the trainer does not kno
 moved import on a launch path fails here.
 
 GPU-only packages the trainers import at module level (vLLM, DeepSpeed, flash-attn, SGLang,
-...) get empty stand-ins where missing (`parity.trainers._stand_ins.stand_ins`); nothing
+...) get empty stand-ins where missing (`parity.shared.trainer_code.stand_ins`); nothing
 on the launch paths calls them before the stop. A test skips when its trainer is missing.
 """
 
@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from parity.trainers._stand_ins import stand_ins
-from parity.trainers.openrlhf import GPU_ONLY as OPENRLHF_GPU_ONLY  # its CLI's imports too
+from parity.shared.trainer_code import stand_ins
+from parity.tokens.openrlhf import GPU_ONLY as OPENRLHF_GPU_ONLY  # its CLI's imports too
 
 ROOT = Path(__file__).resolve().parents[2]
 

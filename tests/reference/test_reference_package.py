@@ -46,7 +46,7 @@ def _recipe_references(path: Path) -> list[str]:
     return found
 
 
-RECIPE_LAUNCHERS = {"parity/gpu.py": ["recipes/train_"]}
+RECIPE_LAUNCHERS = {"parity/curves/gpu.py": ["recipes/train_"]}
 """Modules that run recipes as programs (never import them): the GPU parity run launches
 each trainer's recipe in its own process, which is what it exists for."""
 

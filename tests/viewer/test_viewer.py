@@ -23,7 +23,7 @@ from xpgym.viewer.page import default_output, embed_json
 from xpgym.viewer.tokens import ENV, POLICY, PROMPT, token_view
 
 ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "parity" / "golden" / "tool_turns.jsonl"
+GOLDEN = ROOT / "parity" / "tokens" / "golden" / "tool_turns.jsonl"
 PLANTED = '</script><script>window.__pwned = 1</script><img src=x onerror="alert(1)">&amp;'
 PNG_URL = "data:image/png;base64,iVBORw0KGgo="
 

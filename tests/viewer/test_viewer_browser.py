@@ -18,7 +18,7 @@ from xpgym.viewer import write_viewer
 from xpgym.viewer.browser import browser_missing, headless_chromium, open_page
 
 ROOT = Path(__file__).resolve().parents[2]
-GOLDEN = ROOT / "parity" / "golden" / "tool_turns.jsonl"
+GOLDEN = ROOT / "parity" / "tokens" / "golden" / "tool_turns.jsonl"
 SCREENSHOT = ROOT / "results" / "viewer" / "screenshot.png"
 WAIT_S = 120  # generous: the machine may be loaded; nothing here asserts on durations
 

@@ -1,0 +1,213 @@
+"""End to end on CPU: a trainer's own training loop drives xpgym for a few real steps.
+
+    python -m parity.e2e --trainer trl --steps 3          # results/parity_e2e/trl.json
+    python -m parity.e2e --trainer all --steps 3          # every trainer that runs on CPU
+
+Each run starts from the same warm tiny model (`parity.shared.warm_model.warm_model_dir`:
+the demo's language-model pretraining on random-play transcripts, built once per machine and
+cached, keyed by its inputs) on ``game:GuessTheNumber-v0-easy`` and trains for ``--steps``
+optimizer steps through the trainer's own loop, nothing patched:
+
+- **trl**: TRL's ``GRPOTrainer.train()`` with xpgym's ``rollout_func``
+  (`xpgym.adapters.trl`, per-turn ReBN through ``TurnCreditGRPOTrainer``;
+  `parity.e2e.trl.run_trl`);
+- **verl**: ``recipes/train_verl.py``'s launch path (``run_ppo`` + ``TaskRunnerV1`` +
+  ``XpgymAgentLoop``) through the CPU test harness of `parity.e2e.verl_cpu`
+  (`parity.e2e.verl.run_verl`).
+
+Per trainer it writes ``<out>/<trainer>.json`` and prints one table row: steps completed,
+start-up and per-step wall time (rollout / update), policy tokens per step, loss and grad
+norm per step, how far the sampler's and the trainer's probabilities of the policy tokens
+are apart (`GAP_BOUNDS` names each trainer's measure), and whether every parameter tensor
+changed. `check` turns a result into the failures CI refuses (a crash, a missing step, a
+step without policy tokens, unchanged parameters, a gap above its bound, a NaN).
+
+Every run sets ``XPGYM_EPISODE_LOG`` to ``<out>/episodes/<trainer>-seed<k>``, so each episode
+the trainer's workers finish is logged (`xpgym.core.wrappers.episode_log`) and the result
+carries ``mean_return`` per block of one step's episodes (`parity.shared.curves.curve`): the
+curve `parity.curves.gpu` bands on the GPU runners, read by the same code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from parity.e2e.config import E2EConfig
+from parity.e2e.trl import run_trl
+from parity.e2e.verl import run_verl
+from parity.shared.curves import curve
+from parity.shared.environment import set_environment
+from parity.shared.reports import markdown_table, write_json
+from parity.shared.warm_model import warm_model_dir
+from xpgym.core.wrappers.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
+
+__all__ = ["GAP_BOUNDS", "LOGPROB_GAP_BOUND", "TRAINERS", "check", "main", "run", "table"]
+
+logger = logging.getLogger(__name__)
+
+LOGPROB_GAP_BOUND = 1e-4
+"""Largest |sampler - trainer| log-prob on a policy token accepted. Same weights, same tokens,
+float32 on CPU (TRL's default bf16 autocast is switched off: under it the two differ by up to
+~3e-3): measured ~3e-6. A wrong shift, a wrong mask or stale weights give 0.1 and more."""
+
+GAP_BOUNDS = {
+    "max_logprob_gap": LOGPROB_GAP_BOUND,
+    "max_prob_gap": 1e-4,
+    "max_sequence_logprob_gap": 1e-4,
+}
+"""Each sampler-vs-trainer measure a result may carry, and its bound. TRL's run reports
+``max_logprob_gap`` (the trainer's model scoring the rows it just sampled, before the update);
+verl logs no per-token log-prob gap without switching on token-level importance weights
+(which changes the loss), so its run reports ``max_prob_gap`` (verl's
+``training/rollout_probs_diff_max``, max |p_sampler - p_trainer| over policy tokens) and
+``max_sequence_logprob_gap`` (max over rows of |mean log p_trainer - mean log p_sampler|):
+both sides compute in float32 on synced weights (measured ~1e-6); one step of stale weights
+is far above 1e-4."""
+
+RESULTS_DIR = Path("results/parity_e2e")
+
+
+def _run_verl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
+    """verl's real V1 trainer for ``cfg.steps`` steps from the model in `warm_dir`, through
+    the CPU test harness (`parity.e2e.verl.run_verl`; its batch settings are its own)."""
+    return run_verl(cfg.steps, out_dir, warm_dir)
+
+
+TRAINERS: dict[str, Callable[[E2EConfig, Path, Path], dict[str, Any]]] = {
+    "trl": run_trl,
+    "verl": _run_verl,
+}
+"""Trainers whose own loop runs end to end on CPU, in table order."""
+
+
+def check(result: dict[str, Any], steps: int) -> list[str]:
+    """What is wrong with one trainer's `result` of a `steps`-step run (empty: nothing)."""
+    name = result.get("trainer", "?")
+    problems = []
+    if result.get("error"):
+        problems.append(f"{name}: crashed: {result['error']}")
+        return problems
+    if result["steps_completed"] != steps:
+        problems.append(f"{name}: {result['steps_completed']} of {steps} steps completed")
+    if not result["policy_tokens"] or min(result["policy_tokens"]) <= 0:
+        problems.append(f"{name}: a step trained no policy token: {result['policy_tokens']}")
+    if not result["all_params_changed"]:
+        unchanged = result.get("params_unchanged") or result.get("params_changed")
+        problems.append(f"{name}: parameters unchanged ({unchanged})")
+    gaps = {key: result[key] for key in GAP_BOUNDS if result.get(key) is not None}
+    if not gaps:
+        problems.append(f"{name}: no sampler vs trainer gap measured")
+    numbers = [*result["loss"], *result["grad_norm"], *gaps.values()]
+    if any(x is None or not math.isfinite(x) for x in numbers):
+        problems.append(f"{name}: NaN, inf or missing in loss / grad norm / gaps: {numbers}")
+        return problems
+    for key, gap in gaps.items():
+        if gap > GAP_BOUNDS[key]:
+            problems.append(f"{name}: sampler vs trainer {key} {gap:.3g} > {GAP_BOUNDS[key]:g}")
+    return problems
+
+
+def run(
+    names: Sequence[str], cfg: E2EConfig, out_dir: Path, warm_dir: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    """Run each trainer of `names` from `warm_dir` (default: `warm_model_dir` of ``cfg.warm``)
+    and write ``<out_dir>/<trainer>.json``; a crash is recorded as ``{"trainer", "error"}``,
+    not raised, so the other trainers still run."""
+    import torch
+
+    torch.set_num_threads(cfg.threads)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    warm_dir = warm_dir or warm_model_dir(cfg.warm)
+    results = {}
+    for name in names:
+        logger.info("%s: %d steps from %s", name, cfg.steps, warm_dir)
+        log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
+        shutil.rmtree(log_dir, ignore_errors=True)
+        try:
+            with set_environment({EPISODE_LOG_VARIABLE: str(log_dir)}):
+                result = TRAINERS[name](cfg, out_dir, warm_dir)
+        except Exception as exc:
+            logger.exception("%s crashed", name)
+            result = {"trainer": name, "error": f"{type(exc).__name__}: {exc}"}
+        else:
+            records = read_episode_log(log_dir)
+            result["episode_log"] = str(log_dir)
+            result["episodes_logged"] = len(records)
+            result["mean_return"] = curve(records, cfg.tasks_per_step * cfg.group_size)
+        result["config"] = asdict(cfg)
+        write_json(out_dir / f"{name}.json", result)
+        results[name] = result
+    return results
+
+
+TABLE_HEADER = (
+    "trainer",
+    "steps",
+    "start-up s",
+    "step s",
+    "rollout s",
+    "policy tokens",
+    "loss",
+    "grad norm",
+    "sampler vs trainer",
+    "all params changed",
+)
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    """The combined results as a markdown table (a crashed trainer's row names its error)."""
+    rows = []
+    for name, r in results.items():
+        if r.get("error"):
+            rows.append([name, f"crashed: {r['error']}"])
+            continue
+        gaps = ", ".join(f"{k} {r[k]:.2g}" for k in GAP_BOUNDS if r.get(k) is not None)
+        rows.append(
+            [
+                name,
+                str(r["steps_completed"]),
+                f"{r['startup_s']:.1f}",
+                _per_step(r["step_s"]),
+                _per_step(r["rollout_s"]),
+                _per_step(r["policy_tokens"]),
+                _per_step(r["loss"]),
+                _per_step(r["grad_norm"]),
+                gaps,
+                str(r["all_params_changed"]),
+            ]
+        )
+    return markdown_table(TABLE_HEADER, rows)
+
+
+def _per_step(values: Sequence[float]) -> str:
+    return " / ".join(f"{v:.3g}" for v in values)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point; returns 1 when any trainer's result fails `check`."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trainer", choices=[*TRAINERS, "all"], default="all")
+    parser.add_argument("--steps", type=int, default=E2EConfig.steps)
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--threads", type=int, default=E2EConfig.threads)
+    args = parser.parse_args(argv)
+    if args.steps < 1:
+        parser.error(f"--steps must be at least 1, got {args.steps}")
+    names = list(TRAINERS) if args.trainer == "all" else [args.trainer]
+    cfg = E2EConfig(steps=args.steps, threads=args.threads)
+    results = run(names, cfg, args.out)
+    sys.stdout.write(table(results))
+    (args.out / "table.md").write_text(table(results))
+    problems = [line for r in results.values() for line in check(r, args.steps)]
+    for line in problems:
+        logger.error("%s", line)
+    logger.info("results in %s", args.out)
+    return 1 if problems else 0

@@ -1,0 +1,156 @@
+"""verl end to end on CPU: its real V1 trainer, a few optimizer steps, through `XpgymAgentLoop`.
+
+`run_verl` launches ``recipes/train_verl.py``'s path (the recipe's config from
+`xpgym.adapters.verl.ppo_overrides`, verl's ``run_ppo`` with ``TaskRunnerV1``) on
+``game:GuessTheNumber-v0-easy`` from a warm tiny model, with the CPU test harness of
+`parity.e2e.verl_cpu`, in a subprocess bounded by a timeout, and reads back what verl logged:
+verl's per-step metrics (its file logger) and the rollout server's weight report.
+`parity.e2e.runs` (``python -m parity.e2e --trainer verl``) calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from parity.shared.reports import write_json
+
+__all__ = ["LAUNCH_TIMEOUT_S", "run_verl"]
+
+logger = logging.getLogger(__name__)
+
+LAUNCH_TIMEOUT_S = 240.0
+"""Longest start-up (Ray, TransferQueue, workers, rollout server) before the first step."""
+
+STEP_TIMEOUT_S = 120.0
+"""Longest time one step may add to the run's wall-clock limit on a busy 2-core machine."""
+
+_METRICS = {  # result key -> verl's metric name
+    "step_s": "timing_s/step",
+    "rollout_s": "timing_s/gen",
+    "update_s": "timing_s/update_actor",
+    "loss": "actor/pg_loss",
+    "grad_norm": "actor/grad_norm",
+    "prob_gap": "training/rollout_probs_diff_max",
+}
+
+_SEQUENCE_GAPS = ("rollout_corr/log_ppl_diff_max", "rollout_corr/log_ppl_diff_min")
+"""verl's extremes over rows of (trainer - sampler) mean log-prob per row."""
+
+
+def run_verl(steps: int, out_dir: Path, warm_model_dir: Path) -> dict[str, Any]:
+    """Train verl for `steps` optimizer steps from the model saved in `warm_model_dir`.
+
+    Args:
+        steps: Optimizer steps (one batch of 4 tasks each, ReBN, per-turn rows).
+        out_dir: Gets ``verl.json`` (the returned dict) and ``verl_run/`` (verl's files and
+            the launch log ``launch.log``).
+        warm_model_dir: ``save_pretrained`` directory of the start model and its tokenizer.
+
+    Returns:
+        ``trainer`` ("verl"), ``steps_completed``, ``startup_s`` (the run's wall time
+        outside its steps: start-up of Ray, TransferQueue, the workers and the rollout
+        server, and shut-down), per step (verl's own metrics) ``step_s``, ``rollout_s``
+        (``timing_s/gen``), ``update_s`` (``timing_s/update_actor``), ``loss``
+        (``actor/pg_loss``), ``grad_norm``, and ``policy_tokens`` (tokens the sampler drew
+        for the step's batch, all of them policy tokens); ``max_prob_gap`` (verl's
+        ``training/rollout_probs_diff_max``: max ``|p_sampler - p_trainer|`` over policy
+        tokens; verl logs no per-token log-prob gap unless token-level importance weights
+        are switched on, which changes the loss), ``max_sequence_logprob_gap`` (max over
+        rows of ``|mean log p_trainer - mean log p_sampler|``, verl's
+        ``rollout_corr/log_ppl_diff_max/min``), ``all_params_changed`` (every parameter
+        tensor of the weights the trainer last pushed to the sampler differs from the start;
+        ``params_unchanged`` names any that do not), ``versions``.
+
+    Raises:
+        RuntimeError: verl exited with an error (the log tail is in the message).
+        TimeoutError: the run took longer than its limit (start-up plus per-step budget).
+    """
+    from parity.e2e.verl_cpu import check_versions
+    from parity.e2e.verl_cpu.launch import harness_env
+
+    versions = check_versions()
+    run_dir = (out_dir / "verl_run").resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "metrics.jsonl").unlink(missing_ok=True)
+    log_path = run_dir / "launch.log"
+    command = [sys.executable, "-m", "parity.e2e.verl_cpu.launch", str(run_dir)]
+    command += [str(Path(warm_model_dir).resolve()), str(steps)]
+    limit = LAUNCH_TIMEOUT_S + STEP_TIMEOUT_S * steps
+    start = time.perf_counter()
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env={**_own_ray_cluster(os.environ), **harness_env(run_dir)},
+            start_new_session=True,
+        )
+        try:
+            returncode = process.wait(timeout=limit)
+        except subprocess.TimeoutExpired as error:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise TimeoutError(
+                f"verl's CPU run did not finish {steps} steps within {limit:.0f} s; "
+                f"log: {log_path}\n{_tail(log_path)}"
+            ) from error
+    wall = time.perf_counter() - start
+    if returncode != 0:
+        raise RuntimeError(f"verl's CPU run exited with {returncode}:\n{_tail(log_path)}")
+    result = _result(run_dir, wall, versions)
+    write_json(out_dir / "verl.json", result)
+    return result
+
+
+def _own_ray_cluster(environ: Mapping[str, str]) -> dict[str, str]:
+    """`environ` without ``RAY_ADDRESS``: the run starts its own Ray cluster, never joins
+    one this process may point at."""
+    return {key: value for key, value in environ.items() if key != "RAY_ADDRESS"}
+
+
+def _tail(path: Path, lines: int = 40) -> str:
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def _result(run_dir: Path, wall: float, versions: dict[str, str]) -> dict[str, Any]:
+    """The result dict from verl's metrics file and the rollout server's weight report."""
+    steps = [json.loads(line)["data"] for line in (run_dir / "metrics.jsonl").open()]
+    per_step = {key: [_number(s.get(name)) for s in steps] for key, name in _METRICS.items()}
+    rollout = json.loads((run_dir / "rollout.json").read_text())
+    sampled = rollout["tokens_by_step"]  # step k's batch is sampled with step k-1's weights
+    seq_gaps = [abs(s[k]) for s in steps for k in _SEQUENCE_GAPS if s.get(k) is not None]
+    return {
+        "trainer": "verl",
+        "steps_completed": len(steps),
+        "startup_s": wall - sum(s or 0.0 for s in per_step["step_s"]),
+        **{key: values for key, values in per_step.items() if key != "prob_gap"},
+        "policy_tokens": [sampled.get(str(k), 0) for k in range(len(steps))],
+        "max_prob_gap": _max(per_step["prob_gap"]),
+        "max_sequence_logprob_gap": _max(seq_gaps),
+        "all_params_changed": all(rollout["changed"].values()),
+        "params_unchanged": sorted(k for k, v in rollout["changed"].items() if not v),
+        "versions": versions,
+    }
+
+
+def _number(value: Any) -> float | None:
+    """A metric as a float (NaN kept, so that a NaN check sees it); None when absent."""
+    return None if value is None else float(value)
+
+
+def _max(values: list[float | None]) -> float | None:
+    """The largest of `values`, NaN if any is NaN; None when there are none."""
+    present = [v for v in values if v is not None]
+    if any(math.isnan(v) for v in present):
+        return math.nan
+    return max(present, default=None)

@@ -1,0 +1,81 @@
+"""Running a trainer's own code here: its installed version (`package_version`), empty
+stand-ins for the GPU-only modules its packages import at the top (`stand_ins`), and the error
+that says it cannot run here (`NotRunnableError`). Layers 1 and 3 use them, and the adapter
+and recipe tests that import a trainer's code.
+
+OpenRLHF's experience maker imports ``flash_attn``, ``deepspeed`` and ``vllm``; RL2's
+algorithms import ``wandb`` (for logging). None of the code the parity check calls uses
+them. `stand_ins` puts an empty module in ``sys.modules`` for each one that is missing
+(every attribute of it is a new empty class, enough for ``from x import Y`` at import time),
+and on exit removes the stand-ins and every module of the given trainer packages imported
+inside the block (the ones that hold references to stand-ins), so nothing outside the block
+sees a stand-in. Other modules imported on the way (torch internals) stay: importing those
+twice breaks them. Modules that are installed are used as they are.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.machinery
+import sys
+import types
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from importlib import metadata
+from typing import Any
+
+__all__ = ["NotRunnableError", "package_version", "stand_ins"]
+
+
+class NotRunnableError(Exception):
+    """The trainer's code cannot run this check here (it does not import, or cannot express
+    the case); the message says why. Reported as ``not runnable``, never as a failure."""
+
+
+def package_version(distribution: str) -> str:
+    """The installed version of `distribution`, or ``"not installed"``."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+class _StandIn(types.ModuleType):
+    """An empty module whose every public attribute is a new empty class."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return type(name, (), {})
+
+
+@contextmanager
+def stand_ins(names: Sequence[str], packages: Sequence[str]) -> Iterator[list[str]]:
+    """Make `names` importable for the duration of the block.
+
+    Args:
+        names: Modules to stand in for where missing.
+        packages: Top-level packages whose modules imported in the block are removed at its
+            end (the trainer's own, e.g. ``("openrlhf",)``).
+
+    Yields:
+        The names that were missing and got a stand-in (for the report).
+    """
+    before = set(sys.modules)
+    missing = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            module = _StandIn(name)
+            module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+            module.__path__ = []
+            sys.modules[name] = module
+            missing.append(name)
+    try:
+        yield missing
+    finally:
+        owners = set(packages) | {name.split(".")[0] for name in missing}
+        for name in set(sys.modules) - before:
+            if name.split(".")[0] in owners:
+                del sys.modules[name]

@@ -1,1 +1,0 @@
-"""One module per trainer, each exposing ``SPEC`` (`parity.core.TrainerSpec`)."""
