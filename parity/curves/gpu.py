@@ -24,6 +24,7 @@ runs of `parity.e2e`, which is how it is tested without a GPU.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 import os
@@ -172,6 +173,23 @@ def supervise(
     log_dir.mkdir(parents=True, exist_ok=True)
     environ = {**os.environ, EPISODE_LOG_VARIABLE: str(log_dir)}
     process = subprocess.Popen(list(argv), env=environ, start_new_session=True)
+    try:
+        return _watch(process, argv, log_dir, episodes, timeout_s, poll_s, grace_s)
+    except BaseException:  # interrupted (Ctrl-C, a test's timeout): leave no orphan behind
+        _stop_group(process, grace_s)
+        raise
+
+
+def _watch(
+    process: subprocess.Popen[bytes],
+    argv: Sequence[str],
+    log_dir: Path,
+    episodes: int,
+    timeout_s: float,
+    poll_s: float,
+    grace_s: float,
+) -> int:
+    """`supervise`'s loop: the exit status, or 0 / 124 after stopping the group."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -191,11 +209,16 @@ def supervise(
 
 
 def _stop_group(process: subprocess.Popen[bytes], grace_s: float) -> None:
-    os.killpg(process.pid, signal.SIGTERM)
+    """SIGTERM the process group of `process`, SIGKILL after `grace_s`; a gone group is fine."""
+    try:
+        os.killpg(process.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
     try:
         process.wait(timeout=grace_s)
     except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
         process.wait()
 
 

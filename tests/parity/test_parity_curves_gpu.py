@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from hang_guard import wait_until
 
+from parity.curves import gpu
 from parity.curves.gpu import (
     GPU_ENVS,
     TRAINERS,
@@ -188,7 +189,26 @@ def test_supervise_stops_the_whole_group_once_the_episodes_are_logged(tmp_path: 
     status = supervise(argv, tmp_path / "log", 5, timeout_s=600, poll_s=0.1, grace_s=10)
     assert status == 0
     assert len(read_episode_log(tmp_path / "log")) >= 5
-    wait_until(lambda: _gone(int(pid_file.read_text())))
+    assert wait_until(lambda: _gone(int(pid_file.read_text())))
+
+
+def test_an_interrupted_supervise_stops_the_whole_group_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    argv = [sys.executable, "-c", PLAY_FOREVER, str(pid_file)]
+    polls = []
+
+    def interrupted(log_dir: Path) -> int:
+        polls.append(log_dir)
+        if pid_file.exists() and len(polls) > 1:
+            raise KeyboardInterrupt  # what Ctrl-C or a test's timeout does mid-wait
+        return 0
+
+    monkeypatch.setattr(gpu, "_episodes_logged", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        supervise(argv, tmp_path / "log", 5, timeout_s=600, poll_s=0.1, grace_s=10)
+    assert wait_until(lambda: _gone(int(pid_file.read_text())))
 
 
 def test_supervise_returns_the_commands_failure_and_times_out(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ Every input becomes a list of *view episodes*: plain JSON-ready dicts, one per e
 shape the page's script reads (`ViewEpisode` documents the keys). Three inputs are accepted:
 
 * a JSON Lines file of `xpgym.core.trajectory.Episode` dicts (``save_episodes`` output, the
-  collector's and the demo's episodes, the parity golden files under ``parity/golden/``);
+  collector's and the demo's episodes, the parity golden files under ``parity/tokens/golden/``);
 * an ``episodes.jsonl`` of `xpgym.eval.records` (one record per planned episode, the last
   record of each key wins, as in the eval summary), ordered by env id, seed and sample;
 * an eval output directory (its ``episodes.jsonl``).

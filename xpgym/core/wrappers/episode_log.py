@@ -8,7 +8,7 @@ length and env time land in ``<directory>/episodes-<host>-<pid>.jsonl`` (one fil
 process: no two processes append to the same file), one line per step. `read_episode_log`
 merges the files into one record per episode, in the order the episodes ended.
 This is how the parity suite collects the same learning curve from every trainer
-(`parity.gpu`) and splits a step's time into env and policy (`parity.bench`).
+(`parity.curves.gpu`) and splits a step's time into env and policy (`parity.bench`).
 
 `log_episodes_if_requested` is the one place xpgym reads the variable; the code that builds
 envs inside a trainer's workers calls it (`xpgym.rollout.env_pool.make_trainer_env`,
