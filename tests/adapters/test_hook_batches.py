@@ -88,7 +88,7 @@ def test_verl_agent_loop_rows_equal_the_converters_on_a_played_batch(
     from xpgym.adapters.verl import XpgymAgentLoop, dataset_rows, episode_outputs
 
     tokenizer, generate = tiny
-    response_length = 4096
+    length = 4096  # rollout.prompt_length and rollout.response_length
 
     class LocalServer:  # verl's server client: token ids in, token ids and log-probs out
         async def generate(
@@ -100,7 +100,7 @@ def test_verl_agent_loop_rows_equal_the_converters_on_a_played_batch(
     config = OmegaConf.create(
         {
             "actor_rollout_ref": {
-                "rollout": {"name": "vllm", "prompt_length": 4096, "response_length": 4096}
+                "rollout": {"name": "vllm", "prompt_length": length, "response_length": length}
             },
             "trainer": {"use_v1": True},
             "algorithm": {"gamma": GAMMA},
@@ -120,7 +120,7 @@ def test_verl_agent_loop_rows_equal_the_converters_on_a_played_batch(
     for task, row in zip(tasks, rows, strict=True):
         out = asyncio.run(loop.run({"temperature": 0.0}, **row, raw_prompt=row["prompt"]))
         got = out if isinstance(out, list) else [out]
-        episode = play(task, tokenizer, generate, max_response_tokens=response_length)
+        episode = play(task, tokenizer, generate, max_response_tokens=length)
         expected = episode_outputs(episode, layout=layout, gamma=GAMMA)
         assert [o.prompt_ids for o in got] == [o.prompt_ids for o in expected]
         for key in ("responses", "response_mask", "rm_scores", "rollout_log_probs"):
