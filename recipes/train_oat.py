@@ -141,7 +141,6 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     from xpgym.rollout.collector import collect_episodes
     from xpgym.rollout.policies.hf import HFPolicy
 
-    fields = oat_fields(args)
     try:
         _, actor_cls, learner_cls = oat_classes()
         hook = f"{actor_cls.__qualname__}, {learner_cls.__qualname__}"
@@ -163,7 +162,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     lengths = {name: [len(getattr(row, name)) for row in data] for name in lists}
     summary = {
         "config": asdict(args),
-        "oat_args": fields,
+        "oat_args": oat_fields(args),
         "hook": hook,
         "episodes": len(episodes),
         "rows": len(data),
