@@ -1,6 +1,7 @@
 """Quickstart: play GuessTheNumber through a vector env with two scripted policies.
 
-The main job a newcomer runs until the CPU training demo lands. It needs nothing but xpgym:
+A first look at the env API, before the CPU training demo (`recipes/train_torch.py`). It
+needs nothing but xpgym (no torch):
 
     python recipes/quickstart.py [--env game:GuessTheNumber-v0] [--episodes 200]
 
@@ -11,16 +12,16 @@ summary, and writes it to `results/quickstart.json`.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 import xpgym
 from xpgym.core.wrappers import EpisodeStatistics
+from xpgym.recipe_args import parse_dataclass_args
 
 
 @dataclass
@@ -87,10 +88,7 @@ def play(args: Args, policy: str) -> dict[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    for field, default in asdict(Args()).items():
-        parser.add_argument(f"--{field.replace('_', '-')}", type=type(default), default=default)
-    args = Args(**vars(parser.parse_args()))
+    args = parse_dataclass_args(Args, __doc__.splitlines()[0])
     start = time.perf_counter()
     summary = {"env": args.env, "episodes": args.episodes}
     for policy in ("random", "binary_search"):

@@ -16,9 +16,9 @@ Launch (one GPU, actor, reference and vLLM colocated):
     python recipes/train_openrlhf.py --env-id game:GuessTheNumber-v0-easy \
         --model Qwen/Qwen3-1.7B --n-gpus 1
 
-CPU check, no download (builds the flags and the dataset, plays a batch through the
-executor with a tiny local model, converts it to OpenRLHF's ``Experience`` and computes the
-advantages the override would):
+CPU check, no download (the Ray runtime env and the flags OpenRLHF gets, the task rows, the
+executor it loads, and a batch a tiny local model plays, as OpenRLHF's ``Experience``: its
+shapes go to ``dry_run.json``):
 
     python recipes/train_openrlhf.py --dry-run
 
@@ -29,12 +29,11 @@ KL (OpenRLHF's default ``--algo.kl.init_coef`` is 0.01), temperature 1.0, top-p 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
+import os
 import runpy
 import sys
-import types
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -71,6 +70,19 @@ class Args:
     seed: int = 0
     out_dir: str = "results/train_openrlhf"
     dry_run: bool = False
+
+
+def check_args(args: Args) -> None:
+    """Refuse flags OpenRLHF cannot run together, before anything is written."""
+    if args.algorithm not in ESTIMATOR:
+        raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
+    if args.algorithm in ("grpo", "dr_grpo", "rloo") and args.n_samples_per_prompt < 2:
+        raise SystemExit(f"--algorithm {args.algorithm} needs --n-samples-per-prompt >= 2")
+
+
+# --------------------------------------------------------------------------------------
+# Config: OpenRLHF's flags and Ray runtime env (the model is --model: OpenRLHF loads it)
+# --------------------------------------------------------------------------------------
 
 
 def openrlhf_flags(args: Args, out_dir: Path) -> list[str]:
@@ -116,11 +128,23 @@ def openrlhf_flags(args: Args, out_dir: Path) -> list[str]:
     ]  # fmt: skip
 
 
-def check_args(args: Args) -> None:
-    if args.algorithm not in ESTIMATOR:
-        raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
-    if args.algorithm in ("grpo", "dr_grpo", "rloo") and args.n_samples_per_prompt < 2:
-        raise SystemExit(f"--algorithm {args.algorithm} needs --n-samples-per-prompt >= 2")
+def ray_runtime_env(args: Args) -> dict[str, Any]:
+    """Ray's runtime env for every worker: xpgym's advantage override (`install_turn_rebn`)
+    for ``rebn``/``reinforce``."""
+    runtime_env: dict[str, Any] = {
+        "env_vars": {
+            "TOKENIZERS_PARALLELISM": "true",
+            "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN"),
+        }
+    }
+    if ESTIMATOR[args.algorithm][1] is not None:
+        runtime_env["worker_process_setup_hook"] = "xpgym.adapters.openrlhf.install_turn_rebn"
+    return runtime_env
+
+
+# --------------------------------------------------------------------------------------
+# Env: the task rows OpenRLHF's dataloader reads, and the trainer's launch
+# --------------------------------------------------------------------------------------
 
 
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, str]]:
@@ -145,140 +169,69 @@ def write_dataset(args: Args, out_dir: Path) -> list[dict[str, str]]:
 
 def launch(args: Args, out_dir: Path) -> None:
     """Start Ray with the override in every worker, then run OpenRLHF's CLI (GPU)."""
-    import os
-
     import ray
 
     write_dataset(args, out_dir)
-    runtime_env: dict[str, Any] = {
-        "env_vars": {
-            "TOKENIZERS_PARALLELISM": "true",
-            "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN"),
-        }
-    }
-    if ESTIMATOR[args.algorithm][1] is not None:
-        runtime_env["worker_process_setup_hook"] = "xpgym.adapters.openrlhf.install_turn_rebn"
-    ray.init(runtime_env=runtime_env)
+    ray.init(runtime_env=ray_runtime_env(args))
     sys.argv = ["openrlhf.cli.train_ppo_ray", *openrlhf_flags(args, out_dir)]
     runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__")
 
 
 # --------------------------------------------------------------------------------------
-# Dry run: everything up to the first update, on CPU, with a tiny local model
+# Dry run: what OpenRLHF would get, on CPU, with a tiny local model
 # --------------------------------------------------------------------------------------
 
 
 def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
-    """Flags, dataset, one batch through the executor, converted and advantaged; no GPU."""
+    """The run's Ray runtime env and flags, the task rows, the executor OpenRLHF loads from
+    ``--train.agent_func_path``, and one batch a tiny offline model plays, as OpenRLHF's
+    ``Experience``; no GPU, no download."""
     import xpgym
-    from xpgym.adapters.openrlhf import AgentExecutor, agent_output, to_experience, turn_advantages
-    from xpgym.core.chat import ChatPromptBuilder
+    from xpgym.adapters.openrlhf import AGENT_FUNC_PATH, to_experience
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.rollout.collector import collect_episodes
     from xpgym.rollout.policies.hf import HFPolicy
-    from xpgym.rollout.runner import EpisodeTask, policy_generate, run_episode
-    from xpgym.training.advantages import (
-        broadcast_to_tokens,
-        discounted_returns,
-        rebn,
-        turn_index_from_mask,
-        turn_rewards,
-    )
 
     flags = openrlhf_flags(args, out_dir)
-    rows = write_dataset(args, out_dir)[: args.rollout_batch_size]
+    rows = write_dataset(args, out_dir)
+    hook = runpy.run_path(AGENT_FUNC_PATH)["AgentExecutor"]  # loaded by path, as OpenRLHF does
 
-    # A tiny offline model stands in for the policy; vLLM's AsyncLLMEngine for its engine.
+    # A tiny offline model stands in for --model and vLLM: one batch of episodes.
     tokenizer = build_tiny_tokenizer(env_corpus(xpgym.make(args.env_id), episodes=5))
     model = build_tiny_model(tokenizer, seed=args.seed)
-    policy = HFPolicy(model, tokenizer, greedy=True, max_new_tokens=min(args.max_new_tokens, 8))
-    generate = policy_generate(policy)
-
-    class LocalEngine:  # the fields of vLLM's RequestOutput that the executor reads
-        async def generate(self, token_ids, sampling_params, multi_modal_data=None):
-            g = await generate(token_ids, sampling_params.max_tokens)
-            steps = [
-                {t: types.SimpleNamespace(logprob=lp)}
-                for t, lp in zip(g.token_ids, g.logprobs, strict=True)
-            ]
-            output = types.SimpleNamespace(
-                token_ids=g.token_ids, text=g.text, finish_reason=g.finish_reason, logprobs=steps
-            )
-            return types.SimpleNamespace(outputs=[output])
-
-    executor = AgentExecutor()
-    params = types.SimpleNamespace(max_tokens=args.max_new_tokens, logprobs=1, temperature=0.0)
-
-    async def play_batch():
-        outputs, episodes, labels = [], [], []
-        for row in rows:
-            spec = json.loads(row["label"])
-            task = EpisodeTask.from_json(spec["xpgym_task"])
-            for _ in range(args.n_samples_per_prompt):
-                outputs.append(
-                    await executor.execute(
-                        row["prompt"], row["label"], params, args.max_len, tokenizer, LocalEngine()
-                    )
-                )
-                episode = await run_episode(
-                    xpgym.make(task.env_id),
-                    task,
-                    generate,
-                    ChatPromptBuilder(tokenizer),
-                    max_new_tokens=args.max_new_tokens,
-                    max_turns=args.max_turns,
-                    max_total_tokens=args.max_len,
-                )
-                episodes.append(episode)
-                labels.append(row["label"])
-        return outputs, episodes, labels
-
-    outputs, episodes, labels = asyncio.run(play_batch())
-
-    # The executor's output is the episode's row (greedy decoding: the same episodes).
-    for out, episode, label in zip(outputs, episodes, labels, strict=True):
-        expected = agent_output(episode, prompt=out["prompt"], label=label)
-        for key in ("observation_tokens", "action_ranges", "rollout_log_probs", "label"):
-            if out[key] != expected[key]:
-                raise AssertionError(f"executor output {key!r} differs from the converter's")
-
-    # The batch as OpenRLHF's Experience, and the advantages the override computes.
+    policy = HFPolicy(model, tokenizer, max_new_tokens=min(args.max_new_tokens, 8), seed=args.seed)
+    n = args.rollout_batch_size * args.n_samples_per_prompt
+    vec = xpgym.make_vec(args.env_id, min(n, 8))
+    episodes = collect_episodes(
+        vec,
+        policy,
+        num_episodes=n,
+        group_size=args.n_samples_per_prompt,
+        seed=args.seed,
+        max_turns=args.max_turns,
+    )
+    vec.close()
     experience = to_experience(
         episodes,
         pad_token_id=tokenizer.pad_token_id,
         max_length=args.max_len,
-        labels=labels,
         n_samples_per_prompt=args.n_samples_per_prompt,
     )
+    fields = ("sequences", "attention_mask", "action_mask", "rollout_log_probs", "rewards")
     summary: dict[str, Any] = {
         "config": asdict(args),
+        "ray_runtime_env": ray_runtime_env(args),
         "flags": flags,
-        "samples": len(outputs),
-        "experience": {
+        "hook": f"{AGENT_FUNC_PATH}:{hook.__name__}",
+        "tasks": len(rows),
+        "episodes": len(episodes),
+        "batch": {
             name: f"{getattr(experience, name).dtype}{list(getattr(experience, name).shape)}"
-            for name in (
-                "sequences",
-                "attention_mask",
-                "action_mask",
-                "rollout_log_probs",
-                "rewards",
-            )
+            for name in fields
         },
         "policy_tokens": int(experience.action_mask.sum()),
-        "mean_return": float(experience.rewards.mean()),
+        "mean_return": float(np.mean([ep.total_reward for ep in episodes])),
     }
-    override = ESTIMATOR[args.algorithm][1]
-    if override is not None:
-        turn_advantages([experience], estimator=override, gamma=args.gamma)
-        r, m = turn_rewards(episodes)
-        g = discounted_returns(r, m, args.gamma)
-        reference = rebn(g, m) if override == "rebn" else g
-        turn_index = turn_index_from_mask(experience.action_mask.numpy())
-        diff = np.abs(
-            experience.advantages.numpy() - broadcast_to_tokens(reference, turn_index)
-        ).max()
-        summary["max_abs_diff_vs_reference"] = float(diff)
-        if diff > 1e-6:
-            raise AssertionError(f"the override differs from the reference by {diff}")
     (out_dir / "dry_run.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 
@@ -290,9 +243,7 @@ def main() -> None:
     out_dir = Path(args.out_dir).resolve()
     if args.dry_run:
         summary = dry_run(args, out_dir)
-        print(
-            json.dumps({k: v for k, v in summary.items() if k not in ("config", "flags")}, indent=2)
-        )
+        print(json.dumps({k: v for k, v in summary.items() if k != "config"}, indent=2))
         print(f"dry run ok: wrote {out_dir}/dry_run.json")
     else:
         launch(args, out_dir)

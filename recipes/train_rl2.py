@@ -18,9 +18,9 @@ Launch (one GPU; writes the task dataset, then runs RL2's trainer under torchrun
     python recipes/train_rl2.py --env-id game:GuessTheNumber-v0-easy \
         --model Qwen/Qwen3-1.7B --n-gpus 1
 
-CPU check, no download (composes RL2's config, plays a batch through the env module the
-way RL2's rollout does, with RL2's own tensor-dict helpers and a tiny local model, and
-computes the advantages):
+CPU check, no download (RL2's composed config, saved resolved as ``ppo.yaml``; the task
+rows; the env module RL2 loads; a batch a tiny local model plays, as RL2's tensor dict: its
+shapes go to ``dry_run.json``):
 
     python recipes/train_rl2.py --dry-run
 
@@ -30,10 +30,10 @@ grad clip 1.0, constant lr, clip 0.2, no KL, temperature 1.0.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
+import runpy
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -69,6 +69,19 @@ class Args:
     seed: int = 0
     out_dir: str = "results/train_rl2"
     dry_run: bool = False
+
+
+def check_args(args: Args) -> None:
+    """Refuse flags RL2 cannot run together, before anything is written."""
+    if args.algorithm not in ESTIMATOR:
+        raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
+    if args.algorithm in ("grpo", "dr_grpo") and args.responses_per_prompt < 2:
+        raise SystemExit(f"--algorithm {args.algorithm} needs --responses-per-prompt >= 2")
+
+
+# --------------------------------------------------------------------------------------
+# Config: RL2's ppo config (the model is --model: RL2 loads it)
+# --------------------------------------------------------------------------------------
 
 
 def rl2_overrides(args: Args, out_dir: Path) -> list[str]:
@@ -108,11 +121,22 @@ def rl2_overrides(args: Args, out_dir: Path) -> list[str]:
     ]
 
 
-def check_args(args: Args) -> None:
-    if args.algorithm not in ESTIMATOR:
-        raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
-    if args.algorithm in ("grpo", "dr_grpo") and args.responses_per_prompt < 2:
-        raise SystemExit(f"--algorithm {args.algorithm} needs --responses-per-prompt >= 2")
+def compose_config(overrides: list[str]) -> Any:
+    """RL2's ``ppo`` config with Hydra `overrides` (`rl2_overrides`) applied (no GPU)."""
+    import importlib.util
+
+    from hydra import compose, initialize_config_dir
+
+    # The package's location, without importing RL2.trainer (it needs wandb and SGLang).
+    (package_dir,) = importlib.util.find_spec("RL2").submodule_search_locations
+    config_dir = Path(package_dir) / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name="ppo", overrides=overrides)
+
+
+# --------------------------------------------------------------------------------------
+# Env: the task rows RL2's dataloader reads, and the trainer's launch
+# --------------------------------------------------------------------------------------
 
 
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, Any]]:
@@ -127,19 +151,6 @@ def write_dataset(args: Args, out_dir: Path) -> list[dict[str, Any]]:
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     return rows
-
-
-def compose_config(overrides: list[str]) -> Any:
-    """RL2's ``ppo`` config with Hydra `overrides` (`rl2_overrides`) applied (no GPU)."""
-    import importlib.util
-
-    from hydra import compose, initialize_config_dir
-
-    # The package's location, without importing RL2.trainer (it needs wandb and SGLang).
-    (package_dir,) = importlib.util.find_spec("RL2").submodule_search_locations
-    config_dir = Path(package_dir) / "trainer" / "config"
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return compose(config_name="ppo", overrides=overrides)
 
 
 def launch(args: Args, out_dir: Path) -> None:
@@ -170,94 +181,54 @@ def rl2_worker(overrides: list[str]) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Dry run: everything up to the first update, on CPU, with a tiny local model
+# Dry run: what RL2 would get, on CPU, with a tiny local model
 # --------------------------------------------------------------------------------------
 
 
 def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
-    """Config, envs, one batch through the env module and RL2's helpers; no GPU."""
-    import torch
+    """The run's config (saved resolved as ``ppo.yaml``), the task rows, the env module RL2
+    loads from ``rollout.env_path``, and one batch a tiny offline model plays, as RL2's
+    tensor dict; no GPU, no download."""
     from omegaconf import OmegaConf
-    from RL2.datasets import initialize_state_dict, pack_tensor_dicts, state_dict_to_tensor_dict
 
     import xpgym
-    from xpgym.adapters import rl2
+    from xpgym.adapters.rl2 import ENV_PATH, to_tensor_dict
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.rollout.collector import collect_episodes
     from xpgym.rollout.policies.hf import HFPolicy
-    from xpgym.rollout.runner import policy_generate
-    from xpgym.training.advantages import discounted_returns, rebn
 
-    config = compose_config(rl2_overrides(args, out_dir))
-    OmegaConf.resolve(config)
-    rows = write_dataset(args, out_dir)[: args.prompts_per_rollout]
+    overrides = rl2_overrides(args, out_dir)
+    rows = write_dataset(args, out_dir)
+    OmegaConf.save(compose_config(overrides), out_dir / "ppo.yaml", resolve=True)
+    env_module = runpy.run_path(ENV_PATH)  # loaded by path, as RL2's rollout does
 
-    # A tiny offline model stands in for the policy; SGLang's router for its engine. The
-    # env module loads the tokenizer by the row's name: hand it the tiny one.
+    # A tiny offline model stands in for --model and SGLang: one batch of episodes.
     tokenizer = build_tiny_tokenizer(env_corpus(xpgym.make(args.env_id), episodes=5))
-    rl2._TOKENIZERS[args.model] = tokenizer
     model = build_tiny_model(tokenizer, seed=args.seed)
-    generate = policy_generate(HFPolicy(model, tokenizer, greedy=True, max_new_tokens=8))
-
-    async def rollout(extra_info: dict[str, Any]) -> tuple[list[Any], list[float]]:
-        """What RL2 0.0.2's ``Rollout.rollout`` does for one sample, with a local engine."""
-        state_text, extra_info = await rl2.reset(extra_info)
-        state = initialize_state_dict(tokenizer, state_text)
-        tensor_dicts, rewards = [], []
-        for turn in range(1, args.max_turns + 1):
-            g = await generate(state["states"], args.max_new_tokens)
-            action_text = tokenizer.decode(g.token_ids, skip_special_tokens=False)
-            response = await rl2.step(state_text, action_text, extra_info)
-            state["states"] += g.token_ids
-            state["actions"] += g.token_ids
-            state["action_mask"] += [1] * len(g.token_ids)
-            state["logps"] += g.logprobs
-            state["rewards"] += [0] * (len(g.token_ids) - 1) + [response["reward"]]
-            rewards.append(response["reward"])
-            if turn == args.max_turns or response["done"]:
-                tensor_dicts.append(state_dict_to_tensor_dict(state))
-                break
-            if not response["next_state"].startswith(state_text + action_text):
-                raise AssertionError("the env module's next state does not extend the sequence")
-            delta = initialize_state_dict(
-                tokenizer, response["next_state"][len(state_text + action_text) :]
-            )
-            for key, values in delta.items():
-                state[key] += values
-            state_text, extra_info = response["next_state"], response["extra_info"]
-        return tensor_dicts, rewards
-
-    async def play_batch() -> list[tuple[list[Any], list[float]]]:
-        samples = [row["extra_info"] for row in rows for _ in range(args.responses_per_prompt)]
-        return await asyncio.gather(*(rollout(dict(s)) for s in samples))
-
-    results = asyncio.run(play_batch())
-    tensor_dict = pack_tensor_dicts([td for tds, _ in results for td in tds])
-    counts = torch.tensor([len(tds) for tds, _ in results])
-    cu_seqs = torch.cat([torch.zeros(1, dtype=torch.long), torch.cumsum(counts, 0)])
+    policy = HFPolicy(model, tokenizer, max_new_tokens=min(args.max_new_tokens, 8), seed=args.seed)
+    n = args.prompts_per_rollout * args.responses_per_prompt
+    vec = xpgym.make_vec(args.env_id, min(n, 8))
+    episodes = collect_episodes(
+        vec,
+        policy,
+        num_episodes=n,
+        group_size=args.responses_per_prompt,
+        seed=args.seed,
+        max_turns=args.max_turns,
+    )
+    vec.close()
+    tensor_dict, cu_seqs = to_tensor_dict(episodes)
     summary: dict[str, Any] = {
         "config": asdict(args),
-        "episodes": len(results),
+        "overrides": overrides,
+        "hook": {name: f"{env_module[name].__module__}.{name}" for name in ("reset", "step")},
+        "tasks": len(rows),
+        "episodes": len(episodes),
         "sequences": int(cu_seqs[-1]),
-        "tensor_dict": {k: f"{v.dtype}{list(v.shape)}" for k, v in tensor_dict.items()},
+        "batch": {k: f"{v.dtype}{list(v.shape)}" for k, v in tensor_dict.items()},
         "policy_tokens": int(tensor_dict["action_mask"].sum()),
-        "mean_return": float(np.mean([sum(r) for _, r in results])),
+        "mean_return": float(np.mean([ep.total_reward for ep in episodes])),
     }
-    estimator, _ = ESTIMATOR[args.algorithm]
-    if estimator.startswith("xpgym_"):  # what the override computes inside RL2
-        rl2.turn_advantages(config.adv, tensor_dict, cu_seqs)
-        turn_rewards = [r for _, r in results]
-        width = max(map(len, turn_rewards))
-        r = np.array([t + [0.0] * (width - len(t)) for t in turn_rewards])
-        m = np.arange(width) < np.array([len(t) for t in turn_rewards])[:, None]
-        g = discounted_returns(r, m, args.gamma)
-        reference = rebn(g, m) if estimator == "xpgym_rebn" else g
-        mask = tensor_dict["action_mask"].numpy()
-        starts = mask & ~np.pad(mask[:, :-1], ((0, 0), (1, 0)))
-        got = tensor_dict["advantages"].numpy()[starts.astype(bool)]  # one per turn, in order
-        diff = float(np.abs(got - reference[m]).max())
-        summary["max_abs_diff_vs_reference"] = diff
-        if diff > 1e-6:
-            raise AssertionError(f"the override differs from the reference by {diff}")
     (out_dir / "dry_run.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

@@ -22,6 +22,9 @@ the feedback (binary search scores 1.0; a random guesser about half that: docs/d
 
     python recipes/train_torch.py [--time-budget-s 560] [--threads N] [--out-dir DIR]
 
+``--env`` takes the GuessTheNumber ids of `TRAINABLE_ENVS` (``-easy`` by default) and refuses
+others: the warm start, the metrics and the reference policies are GuessTheNumber's.
+
 Outputs in `--out-dir`: ``metrics.jsonl`` (one line per training step and per evaluation),
 ``summary.json`` (before/after numbers and the configuration), ``reward_curve.png``, and the
 last RL step's ``episodes.jsonl`` with the ``tokenizer`` (``python -m xpgym view`` shows them).
@@ -52,11 +55,21 @@ from xpgym.rollout.collector import RolloutCollector
 from xpgym.rollout.policies.hf import HFPolicy
 
 HELD_OUT_SEED = 2_000_003  # evaluation episodes' seeds derive from this; training never uses it
+MAX_NUMBER = 100  # the tokenizer spells each integer 0..MAX_NUMBER as one token
+TRAINABLE_ENVS = (
+    "game:GuessTheNumber-v0",
+    "game:GuessTheNumber-v0-easy",
+    "game:GuessTheNumber-v0-hard",
+)
+"""The envs this demo trains. Its warm start (a random valid guesser), its "consistent"
+metric and its reference policies (random valid guesses, binary search) are GuessTheNumber's,
+for one number range per env id, inside ``0..MAX_NUMBER``; ``-random`` draws its range at
+every reset, so it is not one of them."""
 
 
 @dataclass
 class Args:
-    env: str = "game:GuessTheNumber-v0-easy"
+    env: str = "game:GuessTheNumber-v0-easy"  # one of TRAINABLE_ENVS
     seed: int = 0
     threads: int = 0  # torch threads; 0: one per idle core (2 cores, one busy: 1), at most 4
     # model
@@ -82,6 +95,16 @@ class Args:
     eval_episodes: int = 200
     eval_every: int = 50
     out_dir: str = "results/train_torch"
+
+
+def check_args(args: Args) -> None:
+    """Refuse an ``--env`` this demo cannot train (`TRAINABLE_ENVS`), naming the ones it can."""
+    if args.env not in TRAINABLE_ENVS:
+        raise SystemExit(
+            f"--env {args.env!r}: this demo trains {', '.join(TRAINABLE_ENVS)} only (its warm "
+            "start, metrics and reference policies are GuessTheNumber's, with one number "
+            "range per env id)"
+        )
 
 
 def play(collector: RolloutCollector, episodes: int, seed: int) -> list[Episode]:
@@ -196,7 +219,7 @@ def evaluate(model: Any, tokenizer: Any, vec: Any, args: Args, step: int) -> dic
 def build(args: Args) -> tuple[Any, Any, Any, Trainer]:
     """The demo's tokenizer, freshly initialised model, vector env and RL trainer."""
     corpus = env_corpus(xpgym.make(args.env), episodes=50, seed=CORPUS_SEED)
-    tokenizer = build_tiny_tokenizer(corpus, max_number=100)
+    tokenizer = build_tiny_tokenizer(corpus, max_number=MAX_NUMBER)
     model = build_tiny_model(
         tokenizer,
         hidden_size=args.hidden_size,
@@ -296,6 +319,7 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
 def main() -> None:
     args = parse_dataclass_args(Args, __doc__.splitlines()[0])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    check_args(args)
     torch.set_num_threads(args.threads or idle_cores())
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)

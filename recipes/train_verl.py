@@ -15,8 +15,9 @@ verl's V1 trainer):
     python recipes/train_verl.py --env-id game:GuessTheNumber-v0-easy \
         --model Qwen/Qwen3-1.7B --n-gpus 1
 
-CPU check, no download (builds the config, plays a batch through `XpgymAgentLoop` with a
-tiny local model, converts it, validates it with verl's ``DataProto`` and advantage code):
+CPU check, no download (verl's own ``validate_config`` on the run's config, saved resolved
+as ``ppo_trainer.yaml``; the task rows; the agent loop verl will load; a batch a tiny local
+model plays, as verl's ``DataProto``: its shapes go to ``dry_run.json``):
 
     python recipes/train_verl.py --dry-run
 
@@ -27,7 +28,6 @@ loss or penalty, temperature 1.0, top-p 1, top-k off.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from dataclasses import asdict, dataclass
@@ -63,6 +63,26 @@ class Args:
     dry_run: bool = False
 
 
+def check_args(args: Args) -> None:
+    """Refuse flags verl cannot run together, before anything is written."""
+    from xpgym.adapters.verl import ALGORITHMS
+
+    if args.algorithm not in ALGORITHMS:
+        raise SystemExit(f"--algorithm must be one of {sorted(ALGORITHMS)}, got {args.algorithm!r}")
+    if args.algorithm in ("grpo", "dr_grpo", "rloo"):
+        if args.rollout_n < 2:
+            raise SystemExit(f"--algorithm {args.algorithm} needs --rollout-n >= 2 (a group)")
+        if args.layout != "per_episode":
+            raise SystemExit(
+                f"verl's {args.algorithm} reads each row's reward sum: use --layout per_episode"
+            )
+
+
+# --------------------------------------------------------------------------------------
+# Config: verl's ppo_trainer config (the model is --model: verl's workers load it)
+# --------------------------------------------------------------------------------------
+
+
 def verl_overrides(args: Args, out_dir: Path) -> list[str]:
     """Hydra overrides of verl's ``ppo_trainer`` config for this run."""
     from xpgym.adapters.verl import ppo_overrides
@@ -91,18 +111,9 @@ def compose_config(args: Args, out_dir: Path) -> Any:
     return ppo_config(verl_overrides(args, out_dir))
 
 
-def check_args(args: Args) -> None:
-    from xpgym.adapters.verl import ALGORITHMS
-
-    if args.algorithm not in ALGORITHMS:
-        raise SystemExit(f"--algorithm must be one of {sorted(ALGORITHMS)}, got {args.algorithm!r}")
-    if args.algorithm in ("grpo", "dr_grpo", "rloo"):
-        if args.rollout_n < 2:
-            raise SystemExit(f"--algorithm {args.algorithm} needs --rollout-n >= 2 (a group)")
-        if args.layout != "per_episode":
-            raise SystemExit(
-                f"verl's {args.algorithm} reads each row's reward sum: use --layout per_episode"
-            )
+# --------------------------------------------------------------------------------------
+# Env: the task rows verl's dataloader reads, and the trainer's launch
+# --------------------------------------------------------------------------------------
 
 
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, Any]]:
@@ -130,103 +141,47 @@ def launch(args: Args, out_dir: Path) -> None:
 
 
 # --------------------------------------------------------------------------------------
-# Dry run: everything up to the first update, on CPU, with a tiny local model
+# Dry run: what verl would get, on CPU, with a tiny local model
 # --------------------------------------------------------------------------------------
 
 
 def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
-    """Config, envs, one batch through the agent loop and verl's advantage code; no GPU."""
-    import torch
+    """The run's config (verl's own ``validate_config``; saved resolved as
+    ``ppo_trainer.yaml``), the task rows, the agent loop verl's registry file names, and one
+    batch a tiny offline model plays, as verl's ``DataProto``; no GPU, no download."""
+    from hydra.utils import get_class
     from omegaconf import OmegaConf
-    from verl import DataProto
-    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
-    from verl.trainer.config import AlgoConfig
     from verl.trainer.main_ppo import validate_config
-    from verl.trainer.ppo.ray_trainer import compute_advantage
     from verl.trainer.ppo.utils import need_critic, need_reference_policy
-    from verl.utils.config import omega_conf_to_dataclass
-    from verl.workers.rollout.replica import TokenOutput
 
     import xpgym
-    from xpgym.adapters.verl import ALGORITHMS, XpgymAgentLoop, episode_outputs, to_data_proto
-    from xpgym.core.chat import ChatPromptBuilder
+    from xpgym.adapters.verl import to_data_proto
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
+    from xpgym.rollout.collector import collect_episodes
     from xpgym.rollout.policies.hf import HFPolicy
-    from xpgym.rollout.runner import (
-        EpisodeTask,
-        policy_generate,
-        run_episode,
-    )
-    from xpgym.training.advantages import (
-        broadcast_to_tokens,
-        discounted_returns,
-        rebn,
-        turn_index_from_mask,
-        turn_rewards,
-    )
 
     config = compose_config(args, out_dir)
-    validate_config(config, need_reference_policy(config), need_critic(config))  # verl's checks
-    OmegaConf.resolve(config)
-    algo_config = omega_conf_to_dataclass(config.algorithm, AlgoConfig)
-    rows = write_dataset(args, out_dir)[: args.train_batch_size]
+    validate_config(config, need_reference_policy(config), need_critic(config))
+    rows = write_dataset(args, out_dir)
+    OmegaConf.save(config, out_dir / "ppo_trainer.yaml", resolve=True)
+    (entry,) = OmegaConf.load(out_dir / "agent_loops.yaml")  # imported the way verl does
+    hook = get_class(entry["_target_"])
 
-    # A tiny offline model stands in for the policy; vLLM's server for its engine.
+    # A tiny offline model stands in for --model and verl's engine: one batch of episodes.
     tokenizer = build_tiny_tokenizer(env_corpus(xpgym.make(args.env_id), episodes=5))
-    policy = HFPolicy(
-        build_tiny_model(tokenizer, seed=args.seed),
-        tokenizer,
-        greedy=True,
-        max_new_tokens=min(args.max_new_tokens, 8),
+    model = build_tiny_model(tokenizer, seed=args.seed)
+    policy = HFPolicy(model, tokenizer, max_new_tokens=min(args.max_new_tokens, 8), seed=args.seed)
+    n = args.train_batch_size * args.rollout_n
+    vec = xpgym.make_vec(args.env_id, min(n, 8))
+    episodes = collect_episodes(
+        vec,
+        policy,
+        num_episodes=n,
+        group_size=args.rollout_n,
+        seed=args.seed,
+        max_turns=args.max_turns,
     )
-    generate = policy_generate(policy)
-
-    class LocalServer:  # verl's LLMServerClient.generate, token in / token out
-        async def generate(self, request_id, *, prompt_ids, sampling_params, **kwargs):
-            generation = await generate(prompt_ids, sampling_params["max_tokens"])
-            return TokenOutput(token_ids=generation.token_ids, log_probs=generation.logprobs)
-
-    agent_loop = XpgymAgentLoop(
-        trainer_config=DictConfigWrap(config),
-        server_manager=LocalServer(),
-        tokenizer=tokenizer,
-        processor=None,
-        dataset_cls=None,
-        data_config=DictConfigWrap(config.data),
-    )
-    sampling_params = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "logprobs": True}
-
-    async def play_batch():
-        hook_outputs, episodes = [], []
-        for row in rows:
-            for _ in range(args.rollout_n):
-                kwargs = {**row, "raw_prompt": row["prompt"]}
-                out = await agent_loop.run(sampling_params, **kwargs)
-                hook_outputs.append(out if isinstance(out, list) else [out])
-                task = EpisodeTask.from_json(row["extra_info"]["xpgym_task"])
-                episodes.append(
-                    await run_episode(
-                        xpgym.make(task.env_id),
-                        task,
-                        generate,
-                        ChatPromptBuilder(tokenizer),
-                        max_new_tokens=args.max_new_tokens,
-                        max_turns=args.max_turns,
-                        max_response_tokens=args.response_length,
-                    )
-                )
-        return hook_outputs, episodes
-
-    hook_outputs, episodes = asyncio.run(play_batch())
-
-    # The hook's outputs are the converter's rows (greedy decoding: the same episodes).
-    for outputs, episode in zip(hook_outputs, episodes, strict=True):
-        expected = episode_outputs(episode, layout=args.layout, gamma=args.gamma)
-        assert [o.as_dict()["responses"].tolist() for o in outputs] == [
-            o.as_dict()["responses"].tolist() for o in expected
-        ], "the agent loop's rows differ from the converter's"
-
-    # The batch in verl's own classes, and verl's own advantage dispatch on it.
+    vec.close()
     data = to_data_proto(
         episodes,
         pad_token_id=tokenizer.pad_token_id,
@@ -235,44 +190,17 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
         max_prompt_length=args.prompt_length,
         max_response_length=args.response_length,
     )
-    assert isinstance(data, DataProto)
-    data.batch["token_level_rewards"] = data.batch["rm_scores"]
-    estimator, norm_by_std = ALGORITHMS[args.algorithm]
-    data = compute_advantage(
-        data,
-        adv_estimator=estimator,
-        gamma=args.gamma,
-        num_repeat=args.rollout_n,
-        norm_adv_by_std_in_grpo=norm_by_std,
-        config=algo_config,
-    )
-    advantages = data.batch["advantages"]
-    mask = data.batch["response_mask"].bool()
-    assert torch.isfinite(advantages).all()
-    assert not advantages[~mask].any()
     summary: dict[str, Any] = {
         "config": asdict(args),
-        "rows": len(data),
+        "overrides": verl_overrides(args, out_dir),
+        "hook": f"{hook.__module__}.{hook.__qualname__}",
+        "tasks": len(rows),
         "episodes": len(episodes),
-        "keys": {k: f"{v.dtype}{list(v.shape)}" for k, v in data.batch.items()},
-        "policy_tokens": int(mask.sum()),
+        "rows": len(data),
+        "batch": {k: f"{v.dtype}{list(v.shape)}" for k, v in data.batch.items()},
+        "policy_tokens": int(data.batch["response_mask"].sum()),
         "mean_return": float(np.mean([ep.total_reward for ep in episodes])),
     }
-    if args.algorithm == "rebn":  # verl's dispatch + our estimator == the reference
-        rewards, turn_mask = turn_rewards(episodes)
-        reference = rebn(discounted_returns(rewards, turn_mask, args.gamma), turn_mask)
-        if args.layout == "per_episode":
-            turn_index = turn_index_from_mask(data.batch["response_mask"].numpy())
-            reference_tokens = broadcast_to_tokens(reference, turn_index)
-            summary["max_abs_diff_vs_reference"] = float(
-                np.abs(advantages.numpy() - reference_tokens).max()
-            )
-        else:
-            per_row = advantages[torch.arange(len(data)), mask.int().argmax(1)].numpy()
-            summary["max_abs_diff_vs_reference"] = float(
-                np.abs(per_row - reference[turn_mask]).max()
-            )
-        assert summary["max_abs_diff_vs_reference"] < 1e-6, summary
     (out_dir / "dry_run.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary
 

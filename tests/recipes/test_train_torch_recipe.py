@@ -81,5 +81,43 @@ def test_reference_policies_bracket_the_consistency_metric():
     assert refs["random_valid"]["success"] < 0.6
 
 
+@pytest.mark.parametrize("env_id", ["game:Wordle-v0", "game:GuessTheNumber-v0-random"])
+def test_an_env_the_demo_cannot_train_is_refused_naming_the_ones_it_can(env_id, tmp_path):
+    command = [
+        sys.executable,
+        "recipes/train_torch.py",
+        "--env",
+        env_id,
+        "--out-dir",
+        str(tmp_path),
+    ]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert f"--env {env_id!r}" in result.stderr
+    for trainable in _recipe_module().TRAINABLE_ENVS:
+        assert trainable in result.stderr
+    assert not list(tmp_path.iterdir())  # refused before anything was written
+
+
+@pytest.mark.parametrize("env_id", ["game:GuessTheNumber-v0", "game:GuessTheNumber-v0-hard"])
+def test_the_demo_accepts_the_other_guess_the_number_sizes(env_id):
+    recipe = _recipe_module()
+    recipe.check_args(recipe.Args(env=env_id))  # no SystemExit
+
+
+def test_every_env_the_demo_trains_has_one_number_range_its_tokenizer_spells():
+    """What the warm start's guesser, the metrics and the reference policies assume."""
+    import xpgym
+
+    recipe = _recipe_module()
+    for env_id in recipe.TRAINABLE_ENVS:
+        env = xpgym.make(env_id)
+        infos = [env.reset(seed=seed)[1] for seed in range(50)]
+        ranges = {(info["min_number"], info["max_number"]) for info in infos}
+        assert ranges == {recipe.number_range(env_id)}, env_id
+        ((low, high),) = ranges
+        assert 0 <= low < high <= recipe.MAX_NUMBER, env_id
+
+
 def test_idle_cores_is_a_thread_count_between_one_and_four():
     assert 1 <= _recipe_module().idle_cores() <= 4
