@@ -8,8 +8,8 @@ algorithms import ``wandb`` (for logging). None of the code the parity check cal
 them. `stand_ins` puts an empty module in ``sys.modules`` for each one that is missing
 (every attribute of it is a new empty class, enough for ``from x import Y`` at import time),
 and on exit removes the stand-ins and every module of the given trainer packages imported
-inside the block (the ones that hold references to stand-ins), so nothing outside the block
-sees a stand-in. Other modules imported on the way (torch internals) stay: importing those
+inside the block (the ones that hold references to stand-ins), from ``sys.modules`` and from
+their parent packages' attributes, so nothing outside the block sees a stand-in. Other modules imported on the way (torch internals) stay: importing those
 twice breaks them. Modules that are installed are used as they are.
 """
 
@@ -78,4 +78,15 @@ def stand_ins(names: Sequence[str], packages: Sequence[str]) -> Iterator[list[st
         owners = set(packages) | {name.split(".")[0] for name in missing}
         for name in set(sys.modules) - before:
             if name.split(".")[0] in owners:
-                del sys.modules[name]
+                _forget(name)
+
+
+def _forget(name: str) -> None:
+    """Remove module `name` from ``sys.modules`` and from its parent package's attributes (a
+    parent imported before the block would otherwise keep serving the removed module to
+    ``from parent import name`` and to attribute access)."""
+    module = sys.modules.pop(name)
+    parent_name, _, child = name.rpartition(".")
+    parent = sys.modules.get(parent_name)
+    if parent is not None and getattr(parent, child, None) is module:
+        delattr(parent, child)

@@ -4,12 +4,15 @@ GPU run and the end-to-end runs, and the environment a block runs with."""
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from parity.shared.curves import band, curve, inside_fraction, smooth
 from parity.shared.environment import set_environment
+from parity.shared.trainer_code import stand_ins
 
 
 def test_a_curve_is_the_mean_return_of_each_full_block() -> None:
@@ -39,3 +42,25 @@ def test_set_environment_restores_every_variable(monkeypatch: pytest.MonkeyPatch
         assert os.environ["XPGYM_TEST_KEPT"] == os.environ["XPGYM_TEST_NEW"] == "during"
     assert os.environ["XPGYM_TEST_KEPT"] == "before"
     assert "XPGYM_TEST_NEW" not in os.environ
+
+
+def test_stand_ins_leave_no_trace_of_the_trainers_modules_imported_inside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "fake_trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "engine.py").write_text("import fake_gpu_only\nKERNEL = fake_gpu_only.Kernel\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import fake_trainer  # the package itself was imported before the block
+
+    with stand_ins(["fake_gpu_only"], packages=("fake_trainer",)) as missing:
+        from fake_trainer import engine
+
+        assert missing == ["fake_gpu_only"]
+        assert engine.KERNEL.__name__ == "Kernel"
+    assert "fake_trainer.engine" not in sys.modules
+    assert "fake_gpu_only" not in sys.modules
+    assert not hasattr(fake_trainer, "engine")  # its parent does not serve the old module
+    with pytest.raises(ImportError, match="fake_gpu_only"):
+        from fake_trainer import engine as engine_again  # noqa: F401
