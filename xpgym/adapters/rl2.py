@@ -14,8 +14,9 @@ differs (see the end of this docstring). Three parts:
    the episode in one sequence and masks the env tokens. Between calls the episode is held
    by the task RL2 runs the sample in (`xpgym.rollout.runner.LiveEpisodes`): when RL2 drops
    a sample (its own ``rollout.max_turns`` came before the episode's end, it raised
-   between two calls, the task was cancelled), the episode's env is given back (or, if a
-   call raised, closed) when that task ends, so no env is left behind.
+   between two calls), the episode's env goes back to the pool when that task ends; an env
+   whose ``reset`` or ``step`` raised (or was cancelled) is closed at once. No env is left
+   behind.
 3. **Override** `install_turn_advantages`: RL2's ``reinforce`` sums each trajectory's
    rewards (gamma ignored) and normalises episode scores, so per-turn returns and ReBN are
    not expressible. ``adv.estimator=xpgym_rebn`` (or ``xpgym_reinforce``) with this override
