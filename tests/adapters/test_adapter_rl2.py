@@ -198,6 +198,9 @@ def test_install_routes_only_xpgym_estimators(monkeypatch: pytest.MonkeyPatch) -
 # --------------------------------------------------------------------------------------
 
 
+TINY = {"tokenizer": "tiny", "max_turns": 3}
+
+
 @pytest.fixture
 def tokenizer(monkeypatch: pytest.MonkeyPatch) -> Any:
     from random_byte_lm import tiny_tokenizer
@@ -247,11 +250,78 @@ def test_env_module_extends_state_and_action_with_the_next_message(tokenizer: An
 
 
 def test_env_module_ends_at_max_turns_and_frees_the_env(tokenizer: Any) -> None:
-    live = dict(rl2._LIVE)
+    in_play = len(rl2._EPISODES)
     _, responses = play_like_rl2(tokenizer, ["\\boxed{0}<|im_end|>"] * 5, max_turns=2)
     assert len(responses) == 2
     assert responses[-1]["done"]
-    assert live == rl2._LIVE  # no episode left behind
+    assert len(rl2._EPISODES) == in_play  # no episode left behind
+
+
+def drop_like_rl2(
+    tokenizer: Any, steps: int, *, raise_after: bool = False
+) -> tuple[Any, dict[str, Any]]:
+    """RL2 0.0.2's ``Rollout.__call__`` on one sample whose rollout stops calling ``step``
+    before the episode ends: RL2's own ``rollout.max_turns`` (`steps`) came first, or (with
+    `raise_after`) RL2 raised after the last step. The sample runs in its own task, as
+    under ``tqdm.gather``. Returns the episode's env and what the check saw after the task
+    ended: episodes in play, and the pool's idle and leased envs."""
+    task = make_tasks("game:GuessTheNumber-v0-easy", 1, seed=0)[0]
+    envs: list[Any] = []
+
+    async def sample() -> None:
+        extra_info = make_extra_info(task, tokenizer="tiny", max_turns=steps + 5)
+        state_text, extra_info = await reset(extra_info)
+        envs.append(rl2._EPISODES[extra_info["xpgym_episode"]].env)
+        for _ in range(steps):
+            response = await step(state_text, "\\boxed{0}<|im_end|>", extra_info)
+            assert not response["done"]
+            state_text, extra_info = response["next_state"], response["extra_info"]
+        if raise_after:
+            raise ConnectionError("the router went away")
+
+    async def rollout() -> dict[str, Any]:
+        (outcome,) = await asyncio.gather(sample(), return_exceptions=True)
+        pool = rl2._EPISODES.pool
+        return {
+            "outcome": outcome,
+            "in_play": len(rl2._EPISODES),
+            "idle": pool.num_idle,
+            "leased": pool.num_leased,
+        }
+
+    seen = asyncio.run(rollout())
+    return envs[0], seen
+
+
+def test_a_sample_rl2_stops_before_the_episode_ends_gives_its_env_back(tokenizer: Any) -> None:
+    in_play = len(rl2._EPISODES)
+    env, seen = drop_like_rl2(tokenizer, steps=2)
+    assert seen["outcome"] is None
+    assert seen["in_play"] == in_play  # reclaimed when the sample's task ended
+    assert seen["leased"] == 0
+    assert seen["idle"] >= 1
+    with rl2._EPISODES.pool.lease(make_tasks("game:GuessTheNumber-v0-easy", 1)[0]) as again:
+        assert again is env  # back in the pool, reused
+
+
+def test_a_sample_rl2_raises_in_gives_its_env_back(tokenizer: Any) -> None:
+    in_play = len(rl2._EPISODES)
+    _, seen = drop_like_rl2(tokenizer, steps=1, raise_after=True)
+    assert isinstance(seen["outcome"], ConnectionError)
+    assert (seen["in_play"], seen["leased"]) == (in_play, 0)
+
+
+def test_a_step_from_another_task_than_the_reset_is_refused(tokenizer: Any) -> None:
+    async def reset_in_its_own_task() -> dict[str, Any]:
+        extra_info = make_extra_info(make_tasks("game:GuessTheNumber-v0-easy", 1)[0], **TINY)
+        return (await asyncio.create_task(reset(extra_info)))[1]
+
+    async def run() -> None:
+        extra_info = await reset_in_its_own_task()
+        await step("", "\\boxed{0}", extra_info)
+
+    with pytest.raises(RuntimeError, match="one asyncio task"):
+        asyncio.run(run())
 
 
 # --------------------------------------------------------------------------------------
@@ -277,11 +347,11 @@ def test_env_module_ends_an_episode_whose_env_step_raises(
 ) -> None:
     monkeypatch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
     xpgym.register("test:RL2Toy-v0", "toy_envs:ToyEnv", episode_length=3)
-    live = dict(rl2._LIVE)
+    in_play = len(rl2._EPISODES)
     _, responses = play_like_rl2(tokenizer, ["raise"] * 3, max_turns=3, env_id="test:RL2Toy-v0")
     assert len(responses) == 1  # ToyEnv raises on "raise": the episode ends there
     assert (responses[0]["done"], responses[0]["reward"]) == (True, 0.0)
-    assert live == rl2._LIVE
+    assert len(rl2._EPISODES) == in_play
     assert responses[0]["extra_info"][rl2.INFRA_ERROR_KEY]["kind"]  # marked for the rollout
 
 

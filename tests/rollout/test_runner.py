@@ -3,23 +3,28 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
 
 pytest.importorskip("transformers", reason="the runner tests build prompts with a tokenizer")
 
+from hang_guard import HANG_GUARD_S
 from random_byte_lm import EOS_ID, tiny_tokenizer
 from toy_envs import ToyEnv
 
 from xpgym.core.chat import ChatPromptBuilder
+from xpgym.rollout.env_pool import EnvPool
 from xpgym.rollout.policies import Generation
 from xpgym.rollout.runner import (
     EpisodeTask,
+    LiveEpisodes,
     generation_from_ids,
     make_tasks,
     policy_generate,
     run_episode,
+    shared_prompt_builder,
     task_env_pool,
 )
 from xpgym.training.layouts import episode_rows
@@ -187,6 +192,16 @@ def test_task_env_pool_reuses_released_envs_across_tasks_of_one_env() -> None:
     assert pool.acquire(other_seed) is env  # same env id and kwargs
 
 
+def test_shared_prompt_builder_is_one_per_tokenizer_and_template_kwargs() -> None:
+    builder = shared_prompt_builder(TOKENIZER)
+    assert shared_prompt_builder(TOKENIZER, chat_template_kwargs={}) is builder
+    assert builder.tokenizer is TOKENIZER
+    thinking = shared_prompt_builder(TOKENIZER, chat_template_kwargs={"enable_thinking": False})
+    assert thinking is not builder
+    assert thinking.chat_template_kwargs == {"enable_thinking": False}
+    assert shared_prompt_builder(tiny_tokenizer()) is not builder  # another tokenizer object
+
+
 def test_generation_from_ids_infers_the_finish_reason() -> None:
     hello = TOKENIZER.encode("hi", add_special_tokens=False)
     stopped = generation_from_ids(
@@ -217,3 +232,133 @@ def test_policy_generate_cuts_to_the_budget() -> None:
     assert full.text == "abcdef"
     cut = asyncio.run(generate([1, 2], 3))
     assert (cut.text, cut.finish_reason, len(cut.logprobs or [])) == ("abc", "length", 3)
+
+
+# --------------------------------------------------------------------------------------
+# LiveEpisodes: an episode kept between a trainer's calls (RL2's env module)
+# --------------------------------------------------------------------------------------
+
+TASK = EpisodeTask("toy", 5, "g")
+
+
+def answer(text: str) -> Generation:
+    ids = [*TOKENIZER.encode(text, add_special_tokens=False), EOS_ID]
+    return Generation(text=text, finish_reason="stop", token_ids=ids)
+
+
+def toy_pool(make: Any = lambda: ToyEnv(episode_length=2)) -> EnvPool[EpisodeTask, Any]:
+    return EnvPool(lambda task: make(), key=lambda task: task.env_id)
+
+
+def counts(episodes: LiveEpisodes) -> tuple[int, int, int]:
+    """(episodes in play, envs leased, envs idle)."""
+    return len(episodes), episodes.pool.num_leased, episodes.pool.num_idle
+
+
+def test_live_episode_played_to_its_end_gives_its_env_back() -> None:
+    episodes = LiveEpisodes(toy_pool())
+
+    async def sample() -> list[bool]:
+        key = await episodes.start(TASK, BUILDER)
+        assert counts(episodes) == (1, 1, 0)
+        return [await episodes.play(key, answer("x")), await episodes.play(key, answer("y"))]
+
+    assert asyncio.run(sample()) == [False, True]  # episode_length 2
+    assert counts(episodes) == (0, 0, 1)
+
+
+def test_an_episode_its_task_drops_gives_its_env_back_when_the_task_ends() -> None:
+    episodes = LiveEpisodes(toy_pool(lambda: ToyEnv(episode_length=9)))
+    held: list[Any] = []
+
+    async def sample(raise_after: bool) -> None:
+        key = await episodes.start(TASK, BUILDER)
+        held.append(episodes[key].env)
+        assert not await episodes.play(key, answer("x"))  # the episode goes on
+        if raise_after:
+            raise ConnectionError("the trainer's engine went away")
+
+    async def rollout() -> list[Any]:
+        return await asyncio.gather(sample(False), sample(True), return_exceptions=True)
+
+    outcomes = asyncio.run(rollout())
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], ConnectionError)
+    assert counts(episodes) == (0, 0, 2)
+    assert [env.closed for env in held] == [0, 0]
+
+
+def test_a_play_that_raises_closes_its_env() -> None:
+    episodes = LiveEpisodes(toy_pool())
+    held: list[Any] = []
+
+    async def sample() -> None:
+        key = await episodes.start(TASK, BUILDER)
+        held.append(episodes[key].env)
+        await episodes.play(key, Generation(text="x", token_ids=None))
+
+    with pytest.raises(ValueError, match="without token_ids"):
+        asyncio.run(sample())
+    assert counts(episodes) == (0, 0, 0)
+    assert held[0].closed == 1
+
+
+class GatedEnv(ToyEnv):
+    """`ToyEnv` whose step of ``"wait"`` sets `entered`, then waits for `gate`."""
+
+    def __init__(self) -> None:
+        super().__init__(episode_length=9)
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def step(self, action: str):
+        if action == "wait":
+            self.entered.set()
+            self.gate.wait(HANG_GUARD_S)
+        return super().step(action)
+
+
+def test_a_play_cancelled_mid_step_closes_its_env() -> None:
+    env = GatedEnv()
+    episodes = LiveEpisodes(toy_pool(lambda: env))
+
+    async def sample() -> None:
+        key = await episodes.start(TASK, BUILDER)
+        await episodes.play(key, answer("wait"))
+
+    async def rollout() -> tuple[int, int, int]:
+        player = asyncio.create_task(sample())
+        assert await asyncio.to_thread(env.entered.wait, HANG_GUARD_S)
+        player.cancel()  # the step goes on in its worker thread
+        with pytest.raises(asyncio.CancelledError):
+            await player
+        seen = counts(episodes)
+        env.gate.set()  # let the abandoned step finish
+        return seen
+
+    assert asyncio.run(rollout()) == (0, 0, 0)
+    assert env.closed == 1
+
+
+def test_a_reset_that_raises_closes_its_env() -> None:
+    class ResetFails(ToyEnv):
+        def reset(self, *, seed: int | None = None, options: Any = None):
+            raise OSError("dataset missing")
+
+    env = ResetFails()
+    episodes = LiveEpisodes(toy_pool(lambda: env))
+    with pytest.raises(OSError, match="dataset missing"):
+        asyncio.run(episodes.start(TASK, BUILDER))
+    assert counts(episodes) == (0, 0, 0)
+    assert env.closed == 1
+
+
+def test_a_play_from_another_task_than_the_start_is_refused() -> None:
+    episodes = LiveEpisodes(toy_pool())
+
+    async def run() -> None:
+        key = await asyncio.create_task(episodes.start(TASK, BUILDER))
+        await episodes.play(key, answer("x"))
+
+    with pytest.raises(RuntimeError, match="one asyncio task"):
+        asyncio.run(run())

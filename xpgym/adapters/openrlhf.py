@@ -86,13 +86,13 @@ import torch  # noqa: E402
 from openrlhf.trainer.ppo_utils.experience import Experience  # noqa: E402
 from openrlhf.utils.agent import AgentExecutorBase  # noqa: E402
 
-from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
 from xpgym.core.trajectory import METRICS_PREFIX, Episode, episode_metrics  # noqa: E402
 from xpgym.rollout.policies import Generation  # noqa: E402
 from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
     generation_from_ids,
     run_episode,
+    shared_prompt_builder,
     task_env_pool,
 )
 from xpgym.training.advantages import (  # noqa: E402
@@ -409,7 +409,6 @@ class AgentExecutor(AgentExecutorBase):
 
     def __init__(self) -> None:
         self.env_pool = task_env_pool()
-        self._builders: dict[int, ChatPromptBuilder] = {}
 
     async def execute(
         self,
@@ -425,7 +424,7 @@ class AgentExecutor(AgentExecutorBase):
         spec = _parse_label(label)
         options = spec.get("options", {})
         task = EpisodeTask.from_json(spec["xpgym_task"])
-        builder = self._builders.setdefault(id(hf_tokenizer), ChatPromptBuilder(hf_tokenizer))
+        builder = shared_prompt_builder(hf_tokenizer)
         stops = [hf_tokenizer.eos_token_id]
         want_logprobs = getattr(sampling_params, "logprobs", None) is not None
 
@@ -449,8 +448,7 @@ class AgentExecutor(AgentExecutorBase):
                 finish_reason=reason,
             )
 
-        env = self.env_pool.acquire(task)
-        try:
+        with self.env_pool.lease(task) as env:
             episode = await run_episode(
                 env,
                 task,
@@ -461,8 +459,6 @@ class AgentExecutor(AgentExecutorBase):
                 max_total_tokens=max_length,
                 system_prompt=options.get("system_prompt"),
             )
-        finally:
-            self.env_pool.release(task, env)
         return agent_output(
             episode,
             prompt=prompt,

@@ -11,7 +11,12 @@ differs (see the end of this docstring). Three parts:
    ``step(state_text, action_text, extra_info)`` per turn; xpgym plays the env named by the
    dataset row's ``extra_info`` (`make_extra_info`) and renders each next state with the
    tokenizer's chat template so that it extends ``state_text + action_text``: RL2 then keeps
-   the episode in one sequence and masks the env tokens.
+   the episode in one sequence and masks the env tokens. Between calls the episode is held
+   by the task RL2 runs the sample in (`xpgym.rollout.runner.LiveEpisodes`): when RL2 drops
+   a sample (its own ``rollout.max_turns`` came before the episode's end, it raised
+   between two calls), the episode's env goes back to the pool when that task ends; an env
+   whose ``reset`` or ``step`` raised (or was cancelled) is closed at once. No env is left
+   behind.
 3. **Override** `install_turn_advantages`: RL2's ``reinforce`` sums each trajectory's
    rewards (gamma ignored) and normalises episode scores, so per-turn returns and ReBN are
    not expressible. ``adv.estimator=xpgym_rebn`` (or ``xpgym_reinforce``) with this override
@@ -67,11 +72,8 @@ with token ids from SGLang; config keys moved (``rollout.train.*``,
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,12 +86,14 @@ import_optional("RL2", needed_by="xpgym.adapters.rl2", install=_INSTALL)
 
 import torch  # noqa: E402
 
-from xpgym.core.chat import ChatPromptBuilder, observation_messages  # noqa: E402
-from xpgym.core.env import Env  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 from xpgym.rollout.policies import Generation  # noqa: E402
-from xpgym.rollout.recorder import EpisodeRecorder  # noqa: E402
-from xpgym.rollout.runner import EpisodeTask, isolated_step, task_env_pool  # noqa: E402
+from xpgym.rollout.runner import (  # noqa: E402
+    EpisodeTask,
+    LiveEpisodes,
+    shared_prompt_builder,
+    task_env_pool,
+)
 from xpgym.training.advantages import token_advantages  # noqa: E402
 from xpgym.training.layouts import (  # noqa: E402
     episode_rows,
@@ -290,20 +294,9 @@ def make_extra_info(
     }
 
 
-@dataclass
-class _Live:
-    """An episode in progress, between `reset` and its last `step`."""
-
-    task: EpisodeTask
-    env: Env
-    builder: ChatPromptBuilder
-    recorder: EpisodeRecorder
-    observation: Any
-    prompt_ids: list[int]
-
-
-_ENV_POOL = task_env_pool()
-_LIVE: dict[str, _Live] = {}
+_EPISODES = LiveEpisodes(task_env_pool())
+"""The episodes between their ``reset`` and their last ``step``; one RL2 dropped (it never
+made the last ``step`` call) is reclaimed when its sample's task ends (`LiveEpisodes`)."""
 _TOKENIZERS: dict[str, Any] = {}
 
 
@@ -323,22 +316,19 @@ def _decode(tokenizer: Any, ids: list[int]) -> str:
 async def reset(extra_info: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """RL2 0.0.2 ``reset``: start the row's episode; return its first state text.
 
-    The returned ``extra_info`` adds ``xpgym_episode`` (the live episode's key).
+    The returned ``extra_info`` adds ``xpgym_episode`` (the live episode's key). The
+    episode is held by the calling task, RL2's rollout of this sample: if that task ends
+    before the episode does, its env goes back to the pool (`LiveEpisodes`).
     """
     task = EpisodeTask.from_json(extra_info["xpgym_task"])
     tokenizer = _tokenizer(extra_info["tokenizer"])
-    env = _ENV_POOL.acquire(task)
-    observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
-    recorder = task.recorder(
-        reset_info,
+    key = await _EPISODES.start(
+        task,
+        shared_prompt_builder(tokenizer),
         max_turns=int(extra_info["max_turns"]),
         system_prompt=extra_info.get("system_prompt"),
     )
-    builder = ChatPromptBuilder(tokenizer)
-    prompt_ids = builder.start(recorder.first_messages(observation))
-    key = uuid.uuid4().hex
-    _LIVE[key] = _Live(task, env, builder, recorder, observation, prompt_ids)
-    return _decode(tokenizer, prompt_ids), {**extra_info, "xpgym_episode": key}
+    return _decode(tokenizer, _EPISODES[key].prompt_ids), {**extra_info, "xpgym_episode": key}
 
 
 async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) -> dict[str, Any]:
@@ -351,45 +341,30 @@ async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) ->
     ``max_turns``; its env is then returned to the pool.
     """
     key = extra_info["xpgym_episode"]
-    live = _LIVE[key]
-    tokenizer = live.builder.tokenizer
-    step = await isolated_step(live.env, action_text, live.observation)
-    observation, reward, terminated, truncated, info = step
+    live = _EPISODES[key]
+    tokenizer = live.prompt_builder.tokenizer
     response_ids = tokenizer.encode(action_text, add_special_tokens=False)
-    done = live.recorder.record(
-        live.observation,
-        Generation(text=action_text, token_ids=response_ids),
-        reward,
-        terminated,
-        truncated,
-        info,
-        prompt_ids=live.prompt_ids,
-    )
+    played = len(live.prompt_ids) + len(response_ids)
+    done = await _EPISODES.play(key, Generation(text=action_text, token_ids=response_ids))
+    episode = live.episode
+    if episode.infra_error is not None:  # read by `mask_infra_sample` after RL2's rollout
+        extra_info[INFRA_ERROR_KEY] = episode.infra_error.to_dict()
     next_state = ""
-    cause = live.recorder.episode.infra_error
-    if cause is not None:  # read by `mask_infra_sample` after RL2's rollout of this sample
-        extra_info[INFRA_ERROR_KEY] = cause.to_dict()
     if done:
-        extra_info[METRICS_KEY] = episode_metrics([live.recorder.episode])
-        del _LIVE[key]
-        _ENV_POOL.release(live.task, live.env)
+        extra_info[METRICS_KEY] = episode_metrics([episode])
         logger.debug(
             "RL2 episode of %s (seed %d) ended after %d turns",
-            live.task.env_id,
-            live.task.seed,
-            len(live.recorder.episode.turns),
+            episode.env_id,
+            episode.seed,
+            len(episode.turns),
         )
     else:
-        messages = observation_messages(observation, info, first=False)
-        new_prompt = live.builder.extend(live.prompt_ids, response_ids, messages)
-        added = new_prompt[len(live.prompt_ids) + len(response_ids) :]
-        next_state = state_text + action_text + _decode(tokenizer, added)
-        live.prompt_ids = new_prompt
-        live.observation = observation
+        next_state = state_text + action_text + _decode(tokenizer, live.prompt_ids[played:])
+    last = episode.turns[-1]
     return {
         "next_state": next_state,
-        "reward": float(reward),
-        "score": float(reward),
+        "reward": last.reward,
+        "score": last.reward,
         "done": done,
         "extra_info": extra_info,
     }

@@ -69,7 +69,6 @@ import_trainer("trl", adapter="trl", install=_INSTALL)
 import torch  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
-from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 from xpgym.core.wrappers.limits import HorizonSchedule  # noqa: E402
 from xpgym.rollout.policies.hf import HFPolicy  # noqa: E402
@@ -77,6 +76,7 @@ from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
     policy_generate,
     run_episode,
+    shared_prompt_builder,
     task_env_pool,
 )
 from xpgym.training.advantages import (  # noqa: E402
@@ -235,13 +235,12 @@ def make_rollout_func(
             seed=int(np.random.SeedSequence(entropy).generate_state(1)[0]),
         )
         generate = policy_generate(policy)
-        builder = ChatPromptBuilder(tokenizer)
+        builder = shared_prompt_builder(tokenizer)
 
         async def play(task: EpisodeTask) -> Episode:
-            env = pool.acquire(task)
-            if horizon is not None:
-                env.set_training_step(step)  # HorizonSchedule: the cap of this episode
-            try:
+            with pool.lease(task) as env:
+                if horizon is not None:
+                    env.set_training_step(step)  # HorizonSchedule: the cap of this episode
                 return await run_episode(
                     env,
                     task,
@@ -252,8 +251,6 @@ def make_rollout_func(
                     max_response_tokens=trainer.max_completion_length,
                     system_prompt=system_prompt,
                 )
-            finally:
-                pool.release(task, env)
 
         async def play_all() -> list[Episode]:
             return list(await asyncio.gather(*(play(task) for task in tasks)))

@@ -104,13 +104,13 @@ with root_logging_kept():  # verl's logging_utils calls logging.basicConfig
     from verl.trainer.ppo import core_algos
     from verl.workers.rollout.replica import TokenOutput
 
-from xpgym.core.chat import ChatPromptBuilder  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics  # noqa: E402
 from xpgym.rollout.policies import Generation  # noqa: E402
 from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
     generation_from_ids,
     run_episode,
+    shared_prompt_builder,
     task_env_pool,
 )
 from xpgym.training.advantages import row_returns, token_advantages  # noqa: E402
@@ -431,8 +431,8 @@ class XpgymAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.gamma = float(self.config.algorithm.gamma)
-        self.prompt_builder = ChatPromptBuilder(
-            self.tokenizer, chat_template_kwargs=dict(self.apply_chat_template_kwargs or {})
+        self.prompt_builder = shared_prompt_builder(
+            self.tokenizer, chat_template_kwargs=self.apply_chat_template_kwargs
         )
         eos = self.tokenizer.eos_token_id
         self.stop_token_ids = [int(eos)] if eos is not None else []
@@ -463,8 +463,7 @@ class XpgymAgentLoop(AgentLoopBase):
                 max_new_tokens=budget,
             )
 
-        env = _ENV_POOL.acquire(task)
-        try:
+        with _ENV_POOL.lease(task) as env:
             episode = await run_episode(
                 env,
                 task,
@@ -475,8 +474,6 @@ class XpgymAgentLoop(AgentLoopBase):
                 max_response_tokens=self.response_length,
                 system_prompt=extra.get("system_prompt"),
             )
-        finally:
-            _ENV_POOL.release(task, env)
         outputs = episode_outputs(
             episode,
             layout=layout,

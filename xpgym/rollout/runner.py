@@ -1,8 +1,14 @@
 """One episode, driven from inside a trainer's own rollout: the core of the adapter hooks.
 
-verl's ``AgentLoopBase.run``, OpenRLHF's ``AgentExecutor.execute`` and RL2's env module are
-all "given one dataset row and an async, token-in/token-out generate function, play one
-episode". `run_episode` is that loop, written once:
+verl's ``AgentLoopBase.run``, OpenRLHF's ``AgentExecutor.execute`` and TRL's
+``rollout_func`` are all "given one dataset row and an async, token-in/token-out generate
+function, play one episode". A hook is::
+
+    with pool.lease(task) as env:  # pool = task_env_pool(): envs reused across samples
+        episode = await run_episode(env, task, generate, shared_prompt_builder(tokenizer), ...)
+
+(`xpgym.rollout.env_pool.EnvPool.lease`: the env goes back at the end of the block, or is
+closed when the block raises). `run_episode` is the loop, written once:
 
 1. the env named by an `EpisodeTask` (a dataset row: env id, reset seed, group id, env
    kwargs) is reset with the task's seed, so the ``n`` samples a trainer draws per row start
@@ -17,6 +23,11 @@ episode". `run_episode` is that loop, written once:
    trainer's event loop;
 5. the turns, the system prompt, the turn limit and the end are recorded by
    `xpgym.rollout.recorder.EpisodeRecorder`, as in the collector (`xpgym.rollout.collector`).
+
+RL2's env module is the other way round: RL2 calls once per turn (``reset``, then a
+``step`` per turn). `LiveEpisode` is the episode between those calls (steps 1, 2, 4 and 5
+above; `run_episode` plays one too), and `LiveEpisodes` holds them, each with its env's
+lease, until the episode ends or the asyncio task that started it does.
 
 Limits, as in the collector (visible in the last turn's ``info`` and in ``Episode.info``):
 
@@ -44,29 +55,35 @@ Importing this module imports no trainer, torch or transformers.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
+import threading
+import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from xpgym.core.chat import ChatPromptBuilder, observation_messages
+from xpgym.core.chat import ChatPromptBuilder, PromptTokenizer, observation_messages
 from xpgym.core.env import Env
 from xpgym.core.errors import step_failure_info
 from xpgym.core.trajectory import Episode
 from xpgym.core.vector.base import derive_seeds
-from xpgym.rollout.env_pool import EnvPool, make_trainer_env
+from xpgym.rollout.env_pool import EnvLease, EnvPool, make_trainer_env
 from xpgym.rollout.policies import Generation, Policy
 from xpgym.rollout.recorder import EpisodeRecorder
 
 __all__ = [
     "EpisodeTask",
+    "LiveEpisode",
+    "LiveEpisodes",
     "TokenGenerate",
     "generation_from_ids",
     "isolated_step",
     "make_tasks",
     "policy_generate",
     "run_episode",
+    "shared_prompt_builder",
     "task_env_pool",
 ]
 
@@ -161,6 +178,33 @@ def make_tasks(
     ]
 
 
+_BUILDERS: dict[tuple[int, str], ChatPromptBuilder] = {}
+_BUILDERS_LOCK = threading.Lock()
+
+
+def shared_prompt_builder(
+    tokenizer: PromptTokenizer, *, chat_template_kwargs: Mapping[str, Any] | None = None
+) -> ChatPromptBuilder:
+    """The `ChatPromptBuilder` of `tokenizer` (the same object) and `chat_template_kwargs`,
+    made at the first call and shared after (thread-safe).
+
+    A builder keeps no per-conversation state, and making one renders the chat template a
+    few times: the trainers' hooks, which build their per-sample objects afresh (verl's
+    agent loop, OpenRLHF's executor call, RL2's ``reset``, TRL's generation batch), share
+    one per tokenizer instead. Each builder holds its tokenizer (so the object's id, part
+    of the key, is never reused for another): a trainer's worker has one or two.
+    """
+    kwargs = dict(chat_template_kwargs or {})
+    key = (id(tokenizer), json.dumps(kwargs, sort_keys=True, default=repr))
+    with _BUILDERS_LOCK:
+        builder = _BUILDERS.get(key)
+    if builder is None:
+        made = ChatPromptBuilder(tokenizer, chat_template_kwargs=kwargs)
+        with _BUILDERS_LOCK:
+            builder = _BUILDERS.setdefault(key, made)
+    return builder
+
+
 def task_env_pool(wrap: Callable[[Env], Env] | None = None) -> EnvPool[EpisodeTask, Env]:
     """An `EnvPool` for `EpisodeTask`s: envs are shared by tasks of the same env id and kwargs.
 
@@ -186,14 +230,15 @@ def _env_key(task: EpisodeTask) -> str:
 
 
 class TokenGenerate(Protocol):
-    """An engine call: continue `prompt_ids` with at most `max_new_tokens` tokens.
+    """An engine call: continue `prompt_ids` with at most `max_new_tokens` tokens (both
+    passed by position).
 
     Returns a `Generation` whose ``token_ids`` are the new tokens (stop token included if
     sampled), ``text`` the text sent to the env, ``finish_reason`` ``"length"`` when the
     budget ran out, and ``logprobs`` the sampler's log-probabilities when available.
     """
 
-    def __call__(self, prompt_ids: list[int], max_new_tokens: int) -> Awaitable[Generation]: ...
+    def __call__(self, prompt_ids: list[int], max_new_tokens: int, /) -> Awaitable[Generation]: ...
 
 
 def generation_from_ids(
@@ -272,7 +317,7 @@ async def run_episode(
     """Play one episode of `task` on `env` with `generate` (see the module docstring).
 
     Args:
-        env: A single-agent env of ``task.env_id`` (e.g. from `task_env_pool`).
+        env: A single-agent env of ``task.env_id`` (e.g. leased from `task_env_pool`).
         task: Gives the reset seed and the group id.
         generate: The engine (`TokenGenerate`).
         prompt_builder: Builds token-exact prompts over the policy's tokenizer.
@@ -288,42 +333,277 @@ async def run_episode(
         ``seed`` and ``group_id`` from `task`, token ids and the engine's log-probs.
 
     Raises:
-        ValueError: the first prompt leaves no room to generate.
+        ValueError: the first prompt leaves no room to generate, or the engine returned a
+            `Generation` without token ids.
         Exception: what ``env.reset`` raises (a failing step ends the episode instead,
             with ``outcome == "infra_error"``).
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens must be >= 1, got {max_new_tokens!r}")
-    observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
-    recorder = task.recorder(reset_info, max_turns=max_turns, system_prompt=system_prompt)
-    prompt = prompt_builder.start(recorder.first_messages(observation))
-    first_length = len(prompt)
-    while True:
+    live = await LiveEpisode.start(
+        env, task, prompt_builder, max_turns=max_turns, system_prompt=system_prompt
+    )
+    first_length = len(live.prompt_ids)
+    while not live.done:
         budget = _budget(
-            len(prompt), first_length, max_new_tokens, max_response_tokens, max_total_tokens
+            len(live.prompt_ids),
+            first_length,
+            max_new_tokens,
+            max_response_tokens,
+            max_total_tokens,
         )
         if budget < 1:
-            if not recorder.episode.turns:
+            if not live.episode.turns:
                 raise ValueError(
                     f"the first prompt of {task.env_id!r} (seed {task.seed}) has {first_length} "
                     f"tokens and leaves no room to generate (max_total_tokens="
                     f"{max_total_tokens}); raise the limit or shorten the observation"
                 )
-            recorder.end_for_context(observation, prompt)
+            live.end_for_context()
             break
-        generation = await generate(list(prompt), budget)
+        await live.play(await generate(list(live.prompt_ids), budget))
+    return live.episode
+
+
+class LiveEpisode:
+    """One episode between its reset and its end, played one generation at a time.
+
+    The part of an episode every trainer hook shares, whoever drives the turns:
+    `run_episode` (the trainer hands over a generate function) and `LiveEpisodes` (the
+    trainer calls once per turn, as RL2's env module). `start` resets the env with the
+    task's seed and builds the first prompt; each `play` sends a generation to the env,
+    records the turn (`xpgym.rollout.recorder.EpisodeRecorder`) and, unless the episode
+    ended, builds the next prompt: the previous prompt, the generation's tokens and the
+    next observation's messages (token-exact, `ChatPromptBuilder.extend`).
+
+    Attributes:
+        env, task, prompt_builder: As given to `start`.
+        recorder: Keeps the episode's books (limits, infra errors, metrics).
+        observation: What the policy acts on next (the last one, once the episode ended).
+        prompt_ids: The prompt of the next generation: ``[P]`` token ids.
+    """
+
+    def __init__(
+        self,
+        env: Env,
+        task: EpisodeTask,
+        prompt_builder: ChatPromptBuilder,
+        recorder: EpisodeRecorder,
+        observation: Any,
+    ) -> None:
+        self.env = env
+        self.task = task
+        self.prompt_builder = prompt_builder
+        self.recorder = recorder
+        self.observation = observation
+        self.prompt_ids = prompt_builder.start(recorder.first_messages(observation))
+
+    @classmethod
+    async def start(
+        cls,
+        env: Env,
+        task: EpisodeTask,
+        prompt_builder: ChatPromptBuilder,
+        *,
+        max_turns: int | None = None,
+        system_prompt: str | None = None,
+    ) -> LiveEpisode:
+        """Reset `env` with ``task.seed`` (in a worker thread) and build the first prompt.
+
+        Args:
+            max_turns, system_prompt: As `run_episode`'s.
+
+        Raises:
+            Exception: what ``env.reset`` raises.
+        """
+        observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
+        recorder = task.recorder(reset_info, max_turns=max_turns, system_prompt=system_prompt)
+        return cls(env, task, prompt_builder, recorder, observation)
+
+    @property
+    def episode(self) -> Episode:
+        """The episode so far; complete once `done`."""
+        return self.recorder.episode
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode has ended."""
+        return self.recorder.done
+
+    async def play(self, generation: Generation) -> bool:
+        """Send ``generation.text`` to the env (`isolated_step`) and record the turn with
+        `prompt_ids` as its prompt; unless the episode ended, move on to the next
+        observation and prompt.
+
+        Returns:
+            Whether the episode has ended (`EpisodeRecorder.record`).
+
+        Raises:
+            ValueError: `generation` has no ``token_ids`` (the next prompt extends them).
+            RuntimeError: the episode has already ended.
+        """
         if generation.token_ids is None:
             raise ValueError("the engine returned a Generation without token_ids")
-        step = await isolated_step(env, generation.text, observation)
+        if self.done:
+            raise RuntimeError(
+                f"the episode of {self.task.env_id!r} (seed {self.task.seed}) has already "
+                f"ended after {len(self.episode.turns)} turns"
+            )
+        step = await isolated_step(self.env, generation.text, self.observation)
         next_observation, reward, terminated, truncated, info = step
-        if recorder.record(
-            observation, generation, reward, terminated, truncated, info, prompt_ids=prompt
+        if self.recorder.record(
+            self.observation,
+            generation,
+            reward,
+            terminated,
+            truncated,
+            info,
+            prompt_ids=self.prompt_ids,
         ):
-            break
-        new_messages = observation_messages(next_observation, info, first=False)
-        prompt = prompt_builder.extend(prompt, generation.token_ids, new_messages)
-        observation = next_observation
-    return recorder.episode
+            return True
+        messages = observation_messages(next_observation, info, first=False)
+        self.prompt_ids = self.prompt_builder.extend(
+            self.prompt_ids, generation.token_ids, messages
+        )
+        self.observation = next_observation
+        return False
+
+    def end_for_context(self) -> None:
+        """End the episode because the next prompt leaves no room to generate
+        (`EpisodeRecorder.end_for_context`: ``truncated_reason = "context"``)."""
+        self.recorder.end_for_context(self.observation, self.prompt_ids)
+
+
+@dataclass
+class _Held:
+    """An episode of `LiveEpisodes`: its env's lease and the asyncio task that holds it."""
+
+    live: LiveEpisode
+    lease: EnvLease[EpisodeTask, Env]
+    owner: asyncio.Task[Any]
+    on_owner_done: Callable[[asyncio.Task[Any]], None]
+
+
+class LiveEpisodes:
+    """Episodes in play across calls, for a trainer that calls once per turn (RL2's env
+    module: ``reset`` then a ``step`` per turn, the episode kept between the calls).
+
+    `start` leases an env of the task from `pool` (`EnvPool.lease`), starts a `LiveEpisode`
+    on it and returns the episode's key; `play` plays one generation of the episode with
+    that key. The lease ends with the episode, whichever way it ends:
+
+    * `play` returns ``True`` (the env or a limit ended the episode): the env goes back to
+      the pool;
+    * `start` or `play` raises (an exception, or the awaiting task was cancelled): the env
+      is discarded (closed, never reused: a step may still run in its worker thread);
+    * the trainer drops the episode (never makes its last call: its own turn limit came
+      first, it raised between two calls, ...): each episode belongs to the asyncio task
+      that started it, and when that task ends with the episode still in play, the
+      episode is dropped (logged) and its env goes back to the pool; nothing of it is
+      running then, as its steps run inside that task's `play`.
+
+    So no episode outlives the task that started it. Contract: `start` and every `play` of
+    one episode are awaited by one asyncio task (RL2 0.0.2 runs each sample's ``reset``
+    and ``step`` calls in one task, ``Rollout.rollout``). Not thread-safe: use it from one
+    event loop. ``len()`` counts the episodes in play.
+    """
+
+    def __init__(self, pool: EnvPool[EpisodeTask, Env]) -> None:
+        self.pool = pool
+        self._held: dict[str, _Held] = {}
+
+    def __len__(self) -> int:
+        return len(self._held)
+
+    def __getitem__(self, key: str) -> LiveEpisode:
+        """The episode in play under `key`.
+
+        Raises:
+            KeyError: no such episode in play (it ended, or the task that started it did).
+        """
+        held = self._held.get(key)
+        if held is None:
+            raise KeyError(
+                f"no episode {key!r} in play: it ended, or the asyncio task that started it "
+                "did (start and every play of an episode must run in one asyncio task)"
+            )
+        return held.live
+
+    async def start(
+        self,
+        task: EpisodeTask,
+        prompt_builder: ChatPromptBuilder,
+        *,
+        max_turns: int | None = None,
+        system_prompt: str | None = None,
+    ) -> str:
+        """Start an episode of `task` (`LiveEpisode.start`) held by the calling asyncio
+        task; return its key (``self[key]`` is the episode).
+
+        Raises:
+            RuntimeError: not called from an asyncio task, or the pool is closed.
+            Exception: what ``env.reset`` raises (the env is discarded).
+        """
+        owner = asyncio.current_task()
+        if owner is None:
+            raise RuntimeError("LiveEpisodes.start must be awaited inside an asyncio task")
+        lease = self.pool.lease(task)
+        try:
+            live = await LiveEpisode.start(
+                lease.env, task, prompt_builder, max_turns=max_turns, system_prompt=system_prompt
+            )
+        except BaseException:
+            lease.discard()
+            raise
+        key = uuid.uuid4().hex
+        on_owner_done = functools.partial(self._drop, key)
+        self._held[key] = _Held(live, lease, owner, on_owner_done)
+        owner.add_done_callback(on_owner_done)
+        return key
+
+    async def play(self, key: str, generation: Generation) -> bool:
+        """Play `generation` in the episode `key` (`LiveEpisode.play`); return whether the
+        episode ended (it then leaves `self` and its env goes back to the pool).
+
+        Raises:
+            KeyError: no such episode in play.
+            RuntimeError: called from another asyncio task than the `start` (the episode
+                stays in play for its own task).
+            Exception: what `LiveEpisode.play` raises (the episode leaves `self` and its
+                env is discarded).
+        """
+        live = self[key]
+        if asyncio.current_task() is not self._held[key].owner:
+            raise RuntimeError(
+                f"episode {key!r} was started by another asyncio task: start and every play "
+                "of an episode must run in one asyncio task (the episode ends with it)"
+            )
+        try:
+            done = await live.play(generation)
+        except BaseException:
+            self._end(key).discard()
+            raise
+        if done:
+            self._end(key).release()
+        return done
+
+    def _end(self, key: str) -> EnvLease[EpisodeTask, Env]:
+        held = self._held.pop(key)
+        held.owner.remove_done_callback(held.on_owner_done)
+        return held.lease
+
+    def _drop(self, key: str, owner: asyncio.Task[Any]) -> None:
+        held = self._held.pop(key, None)
+        if held is None:
+            return
+        logger.warning(
+            "the episode of %s (seed %d) was dropped after %d turns: the task that played it "
+            "ended before the episode did; its env went back to the pool",
+            held.live.task.env_id,
+            held.live.task.seed,
+            len(held.live.episode.turns),
+        )
+        held.lease.release()
 
 
 async def isolated_step(
