@@ -21,7 +21,7 @@ Four parts:
    Ray's ``worker_process_setup_hook`` to `register_estimators`).
 4. **Launch configuration** `ppo_overrides` / `ppo_config` / `write_run_files`: verl's
    ``ppo_trainer`` config for a run of `XpgymAgentLoop` and the files it reads, shared by
-   ``recipes/train_verl.py`` and the CPU end-to-end run of ``parity/e2e_verl.py``.
+   ``recipes/train_verl.py`` and the CPU end-to-end run of ``parity/e2e/verl.py``.
 
 Batch layout (``B`` rows; ``P``/``R`` the longest prompt/response, or the configured
 ``rollout.prompt_length``/``response_length`` with ``pad_to_max_length=True``)
