@@ -155,6 +155,17 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
         "JSONL transcripts, a summary table (success, return, turns, Pass@k, invalid actions, "
         "tokens) as JSON and a PNG. Re-running with the same --out resumes. See docs/eval.md.",
     )
+    _add_eval_subject_arguments(evaluating)
+    _add_eval_sampling_arguments(evaluating)
+    _add_eval_run_arguments(evaluating)
+    _add_eval_http_arguments(evaluating)
+    evaluating.add_argument("--device", default=None, help="device of local models")
+    evaluating.add_argument("--log-level", default="warning", help="log level (default warning)")
+    evaluating.set_defaults(func=_eval_command)
+
+
+def _add_eval_subject_arguments(evaluating: argparse.ArgumentParser) -> None:
+    """What ``eval`` plays: the envs, the models, the seeds and samples."""
     evaluating.add_argument(
         "--env",
         action="append",
@@ -184,6 +195,10 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     evaluating.add_argument(
         "--samples", type=int, default=1, help="episodes per seed, for Pass@k (default 1)"
     )
+
+
+def _add_eval_sampling_arguments(evaluating: argparse.ArgumentParser) -> None:
+    """How ``eval`` decodes and how long an episode may run."""
     evaluating.add_argument(
         "--temperature", type=float, default=0.0, help="0 decodes greedily (default 0)"
     )
@@ -193,6 +208,10 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     )
     evaluating.add_argument("--max-turns", type=int, default=None, help="turns per episode")
     evaluating.add_argument("--system-prompt", default=None, help="system message")
+
+
+def _add_eval_run_arguments(evaluating: argparse.ArgumentParser) -> None:
+    """How ``eval`` runs: concurrency, the output directory, resuming, downloads."""
     evaluating.add_argument(
         "--concurrency", type=int, default=8, help="episodes in flight (default %(default)s)"
     )
@@ -208,6 +227,10 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
     evaluating.add_argument(
         "--allow-download", action="store_true", help="include ids that download data"
     )
+
+
+def _add_eval_http_arguments(evaluating: argparse.ArgumentParser) -> None:
+    """How ``eval`` talks to URL models: the API key, timeouts and retries."""
     evaluating.add_argument(
         "--api-key-env",
         default="OPENAI_API_KEY",
@@ -226,9 +249,6 @@ def _add_eval_parser(commands: argparse._SubParsersAction) -> None:
         default=0.5,
         help="seconds before the first HTTP retry, doubling each retry (default 0.5)",
     )
-    evaluating.add_argument("--device", default=None, help="device of local models")
-    evaluating.add_argument("--log-level", default="warning", help="log level (default warning)")
-    evaluating.set_defaults(func=_eval_command)
 
 
 def _add_view_parser(commands: argparse._SubParsersAction) -> None:

@@ -19,20 +19,12 @@ from toy_envs import ToyEnv
 pytest.importorskip("tantivy")
 
 from xpgym.core.tools.base import ToolCall
-from xpgym.core.tools.search import (
-    HTTPSearchBackend,
-    LocalSearchIndex,
-    SearchBackend,
-    SearchError,
-    SearchHit,
-    SearchTool,
-    default_corpus_path,
-    default_search_index,
-    format_hits,
-    load_corpus,
-    make_search_server,
-    make_search_tool,
-)
+from xpgym.core.tools.search.backend import SearchBackend, SearchError, SearchHit
+from xpgym.core.tools.search.client import HTTPSearchBackend
+from xpgym.core.tools.search.corpus import default_corpus_path, load_corpus
+from xpgym.core.tools.search.index import LocalSearchIndex, default_search_index
+from xpgym.core.tools.search.server import make_search_server
+from xpgym.core.tools.search.tool import SearchTool, format_hits, make_search_tool
 from xpgym.core.wrappers.tools import ToolEnvWrapper
 
 DOCS = [

@@ -72,6 +72,28 @@ def test_options_override_name_and_description():
     assert adder.parse(call("plus", a=1)).arguments == {"a": 1}
 
 
+def test_a_tool_declared_on_a_method_is_the_tool_on_the_class_and_a_method_on_instances():
+    class Counter:
+        def __init__(self) -> None:
+            self.count = 0
+
+        @tool
+        def add(self, amount: int) -> str:
+            """Add to the count.
+
+            Args:
+                amount: How much.
+            """
+            self.count += amount
+            return str(self.count)
+
+    assert isinstance(Counter.add, FunctionTool)
+    assert list(Counter.add.parameters["properties"]) == ["amount"]
+    counter = Counter()
+    assert counter.add(2) == "2"
+    assert counter.count == 2
+
+
 def test_a_call_runs_the_function_and_results_become_text():
     result = add.execute(add.parse(call("add", a=2, b=5)))
     assert result.ok

@@ -14,7 +14,7 @@ pytest.importorskip("datasets", reason="the QA envs load data with Hugging Face 
 
 import xpgym
 from xpgym.core.checks import check_env
-from xpgym.core.tools.search import default_corpus_path, load_corpus
+from xpgym.core.tools.search.corpus import default_corpus_path, load_corpus
 from xpgym.envs.common.answers import last_tagged
 from xpgym.envs.common.datasets import load_records
 from xpgym.envs.qa import MAX_SEARCH_CALLS

@@ -17,19 +17,17 @@ import pytest
 
 import xpgym
 from xpgym.core.checks import check_env
+from xpgym.core.tools.decorator import ToolError, tool
 from xpgym.envs.toolgym import ENVS, env_class, from_task_string, toolgym_ids
 from xpgym.envs.toolgym.base import (
-    ToolError,
     ToolGymEnv,
     canonical_answer,
     check_int_list,
     draw_length,
     item_at,
-    parse_task_string,
-    parse_tool_call,
-    toolgym_tool,
 )
 from xpgym.envs.toolgym.closest_to_k import ClosestToKEnv
+from xpgym.envs.toolgym.formats import parse_task_string, parse_tool_call
 
 
 class CounterEnv(ToolGymEnv):
@@ -56,7 +54,7 @@ class CounterEnv(ToolGymEnv):
     def reference_answer(self) -> int:
         return self.config["target"] - self.config["start"]
 
-    @toolgym_tool
+    @tool
     def add(self, amount: int) -> str:
         """Add to the counter.
 
@@ -67,7 +65,7 @@ class CounterEnv(ToolGymEnv):
         self.state["log"].append(amount)
         return json.dumps(self.state["count"])
 
-    @toolgym_tool
+    @tool
     def add_then_fail(self, amount: int) -> str:
         """Add, then raise.
 
@@ -78,7 +76,7 @@ class CounterEnv(ToolGymEnv):
         self.state["log"].append(amount)
         raise ToolError("refused after adding")
 
-    @toolgym_tool(name="AddSlowly")
+    @tool(name="AddSlowly")
     def add_slowly(self, amount: int, seconds: float) -> str:
         """Add, then sleep.
 
@@ -91,7 +89,7 @@ class CounterEnv(ToolGymEnv):
         time.sleep(seconds)
         return json.dumps(self.state["count"])
 
-    @toolgym_tool
+    @tool
     def spin(self) -> str:
         """Count up until the call's deadline stops it."""
         while True:
@@ -99,13 +97,13 @@ class CounterEnv(ToolGymEnv):
             self.check_deadline()
             time.sleep(0.001)
 
-    @toolgym_tool
+    @tool
     def interrupt(self) -> str:
         """Add one, then raise KeyboardInterrupt."""
         self.state["count"] += 1
         raise KeyboardInterrupt
 
-    @toolgym_tool
+    @tool
     def bad_return(self) -> str:
         """Return a non-string (an env bug)."""
         return 5  # type: ignore[return-value]
@@ -150,6 +148,44 @@ def test_tools_are_collected_in_order_with_schemas_from_signatures():
     done = CounterEnv.tools["Done"]["function"]["parameters"]
     assert done["properties"]["answer"]["type"] == "integer"
     assert done["required"] == ["answer"]
+
+
+def test_a_tool_method_called_directly_runs_on_the_env():
+    env = counter()
+    assert env.add(2) == "5"
+    assert env.state == {"count": 5, "log": [2]}
+
+
+async def _wait(self: Any) -> str:
+    """Wait."""
+    return ""
+
+
+def _echo(self: Any, text: str) -> str:
+    """Echo.
+
+    Args:
+        text: Anything.
+    """
+    return text
+
+
+def _read_env(self: Any, env: Any) -> str:
+    """Read the env."""
+    return ""
+
+
+@pytest.mark.parametrize(
+    ("declare", "refused"),
+    [
+        (lambda: tool(_wait), "an async method"),
+        (lambda: tool(tag="echo")(_echo), "tag="),
+        (lambda: tool(env=CounterEnv)(_read_env), "env="),
+    ],
+)
+def test_a_tool_declared_with_what_toolgym_cannot_honour_is_refused(declare, refused):
+    with pytest.raises(TypeError, match=f"Bad.extra: .*not {refused}"):
+        type("Bad", (CounterEnv,), {"extra": declare()})
 
 
 def test_reset_prompt_lists_tools_and_info_holds_schemas():

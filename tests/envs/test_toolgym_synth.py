@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from xpgym.__main__ import main
+from xpgym.core.tools.decorator import tool
 from xpgym.envs.toolgym import ENVS, EnvEntry
-from xpgym.envs.toolgym.base import ToolGymEnv, toolgym_tool
+from xpgym.envs.toolgym.base import ToolGymEnv
 from xpgym.envs.toolgym.synth import (
     Filters,
     file_tasks,
@@ -45,7 +46,7 @@ class WrongOracleEnv(ToolGymEnv):
     def reference_answer(self) -> int:
         return self.config["x"]
 
-    @toolgym_tool
+    @tool
     def peek(self) -> str:
         """Show x."""
         return json.dumps(self.config["x"])

@@ -69,7 +69,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "SAMPLE_STORE_SCHEMA",
@@ -87,6 +87,8 @@ SESSION_META_KEY = "xpgym/session"
 """Request ``_meta`` key naming the session (and so the scratch database) of a call."""
 
 DEFAULT_SESSION = "default"
+
+LogLevel = Literal["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]
 
 _READ_PRAGMAS = frozenset(
     {"table_info", "table_xinfo", "index_list", "index_info", "index_xinfo", "foreign_key_list"}
@@ -491,7 +493,7 @@ def build_server(
     service: SQLiteService,
     *,
     debug_tools: bool = False,
-    log_level: str = "WARNING",
+    log_level: LogLevel = "WARNING",
 ) -> Any:
     """An `mcp.server.mcpserver.MCPServer` exposing `service` as the tools listed above.
 
@@ -501,16 +503,26 @@ def build_server(
             ``wait_at_gate``, ``count_at_gate``, ``open_gate`` (for tests).
         log_level: The server's logging level (its log goes to stderr).
     """
-    import anyio
-    from mcp.server.mcpserver import Context, MCPServer
-    from mcp.server.mcpserver.exceptions import ToolError
-    from mcp_types import ToolAnnotations
+    from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("xpgym-sqlite", instructions=_INSTRUCTIONS, log_level=log_level)
+    register = _registrar(server)
+    _register_database_tools(register, service)
+    if debug_tools:
+        _register_debug_tools(register)
+    return server
+
+
+_Registrar = Callable[..., Callable[[Callable[..., Any]], Callable[..., Any]]]
+"""``register(read_only=...)(fn)`` adds `fn` to a server as a tool (see `_registrar`)."""
+
+
+def _registrar(server: Any) -> _Registrar:
+    """The decorator that adds a function to `server` as a tool: its docstring on one line is
+    the description; ``read_only`` gives the tool's read-only hint."""
+    from mcp_types import ToolAnnotations
 
     def tool(*, read_only: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Register a function with its docstring on one line as the description."""
-
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
             return server.tool(
                 description=" ".join((fn.__doc__ or "").split()),
@@ -519,6 +531,15 @@ def build_server(
             )(fn)
 
         return register
+
+    return tool
+
+
+def _register_database_tools(tool: _Registrar, service: SQLiteService) -> None:
+    """``list_tables``, ``describe_table``, ``query``, ``scratch_execute``, ``scratch_reset``:
+    each runs in the caller's session, a `SQLiteToolError` becomes the MCP tool error."""
+    from mcp.server.mcpserver import Context
+    from mcp.server.mcpserver.exceptions import ToolError
 
     def run(fn: Callable[..., str], *args: Any) -> str:
         try:
@@ -558,50 +579,51 @@ def build_server(
         """Drop every table of your scratch database."""
         return run(service.scratch_reset, _session_name(ctx))
 
-    if debug_tools:
 
-        @tool(read_only=True)
-        async def sleep(seconds: float) -> str:
-            """Debug: wait `seconds` seconds, then answer."""
-            await anyio.sleep(seconds)
-            return f"slept {seconds:g} s"
+def _register_debug_tools(tool: _Registrar) -> None:
+    """``sleep``, ``fail``, ``exit_server`` and the gate tools (see the module docstring)."""
+    import anyio
 
-        @tool(read_only=True)
-        def fail(message: str) -> str:
-            """Debug: raise an unexpected exception."""
-            raise RuntimeError(message)
+    @tool(read_only=True)
+    async def sleep(seconds: float) -> str:
+        """Debug: wait `seconds` seconds, then answer."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds:g} s"
 
-        @tool(read_only=False)
-        def exit_server(code: int = 1) -> str:
-            """Debug: end the server process at once, without answering."""
-            os._exit(code)
+    @tool(read_only=True)
+    def fail(message: str) -> str:
+        """Debug: raise an unexpected exception."""
+        raise RuntimeError(message)
 
-        # The gate tools are coroutines: they run on the event loop, which owns the events.
-        gates: dict[str, anyio.Event] = {}
-        waiting: dict[str, int] = {}
+    @tool(read_only=False)
+    def exit_server(code: int = 1) -> str:
+        """Debug: end the server process at once, without answering."""
+        os._exit(code)
 
-        @tool(read_only=True)
-        async def wait_at_gate(gate: str) -> str:
-            """Debug: wait until open_gate(gate) is called, then answer."""
-            waiting[gate] = waiting.get(gate, 0) + 1
-            try:
-                await gates.setdefault(gate, anyio.Event()).wait()
-            finally:
-                waiting[gate] -= 1
-            return f"gate {gate} opened"
+    # The gate tools are coroutines: they run on the event loop, which owns the events.
+    gates: dict[str, anyio.Event] = {}
+    waiting: dict[str, int] = {}
 
-        @tool(read_only=True)
-        async def count_at_gate(gate: str) -> str:
-            """Debug: the number of calls waiting at the gate, as text."""
-            return str(waiting.get(gate, 0))
+    @tool(read_only=True)
+    async def wait_at_gate(gate: str) -> str:
+        """Debug: wait until open_gate(gate) is called, then answer."""
+        waiting[gate] = waiting.get(gate, 0) + 1
+        try:
+            await gates.setdefault(gate, anyio.Event()).wait()
+        finally:
+            waiting[gate] -= 1
+        return f"gate {gate} opened"
 
-        @tool(read_only=False)
-        async def open_gate(gate: str) -> str:
-            """Debug: let every call waiting at the gate (and every later one) through."""
-            gates.setdefault(gate, anyio.Event()).set()
-            return f"gate {gate} open"
+    @tool(read_only=True)
+    async def count_at_gate(gate: str) -> str:
+        """Debug: the number of calls waiting at the gate, as text."""
+        return str(waiting.get(gate, 0))
 
-    return server
+    @tool(read_only=False)
+    async def open_gate(gate: str) -> str:
+        """Debug: let every call waiting at the gate (and every later one) through."""
+        gates.setdefault(gate, anyio.Event()).set()
+        return f"gate {gate} open"
 
 
 async def _serve_http(server: Any, host: str, port: int) -> None:

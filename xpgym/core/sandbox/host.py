@@ -289,6 +289,119 @@ sys.stdin.buffer.read()
 """
 
 
+def _find_bwrap() -> str:
+    """The path of ``bwrap``.
+
+    Raises:
+        SandboxUnavailableError: bubblewrap is not installed (the message says how to get it).
+    """
+    bwrap = shutil.which("bwrap")
+    if bwrap is None:
+        raise SandboxUnavailableError(
+            "bubblewrap (bwrap) is not installed, so untrusted code cannot be sandboxed. "
+            "Install it: `apt-get install bubblewrap` (Debian/Ubuntu), `dnf install "
+            "bubblewrap` (Fedora) or `conda install -c conda-forge bubblewrap`. To run code "
+            f"without any isolation anyway, pass Sandbox(backend={UNSAFE_NO_SANDBOX!r})."
+        )
+    return bwrap
+
+
+def _userns_for_root() -> tuple[subprocess.Popen[bytes], int] | None:
+    """When the host process is root in the initial user namespace: the helper holding the
+    user namespace the sandbox joins, and a descriptor of that namespace (`_root_userns`; the
+    zygote then drops to host ``nobody``). `None` otherwise, or, with a warning, when the
+    namespace cannot be made (an `OSError`).
+    """
+    if not (os.geteuid() == 0 and _in_initial_user_namespace()):
+        return None
+    try:
+        return _root_userns()
+    except OSError as exc:
+        logger.warning(
+            "the sandbox runs as root and cannot switch to user 'nobody' (%s): "
+            "max_processes is NOT enforced (the kernel exempts uid 0), so a fork "
+            "bomb can exhaust the host's pids; run as a non-root user or keep "
+            "CAP_SETUID and CAP_SETGID",
+            exc,
+        )
+        return None
+
+
+def _zygote_command(
+    bwrap: str,
+    *,
+    host_paths: Sequence[str],
+    preload: Sequence[str],
+    pool_size: int,
+    zygote_fd: int,
+    userns_fd: int | None,
+) -> list[str]:
+    """The ``bwrap`` command line that runs the zygote: namespaces and user
+    (`_identity_args`), the read-only view of the host (`bwrap_mount_args`), a clean
+    environment, then the interpreter running `xpgym.core.sandbox.inside` with its config."""
+    config = {
+        "fd": zygote_fd,
+        "drop_root": userns_fd is not None,
+        "preload": list(preload),
+        "pool_size": pool_size,
+        "sys_path": inside_paths(len(host_paths)),
+    }
+    args = [bwrap, "--die-with-parent", "--new-session", *_identity_args(userns_fd)]
+    args += bwrap_mount_args(host_paths)
+    args += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
+    args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/tmp"]
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        args += ["--setenv", name, "1"]  # preloads must not start threads
+    args += ["--", interpreter(), "-I", "-B", "-c", _inside_source(), inside.ZYGOTE_FLAG]
+    return [*args, json.dumps(config)]
+
+
+def _identity_args(userns_fd: int | None) -> list[str]:
+    """The namespaces and the user of the sandbox: a new user namespace as
+    `inside.SANDBOX_UID`, or, given `userns_fd` (host root, `_userns_for_root`), that namespace
+    joined as its root with the capabilities the zygote needs to drop to ``nobody``."""
+    if userns_fd is None:
+        uid = str(inside.SANDBOX_UID)
+        return ["--unshare-all", "--unshare-user", "--uid", uid, "--gid", uid]
+    args = ["--userns", str(userns_fd), "--unshare-ipc", "--unshare-pid"]
+    args += ["--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    for cap in ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID"):
+        args += ["--cap-add", cap]
+    return args
+
+
+def _await_ready(
+    host_sock: socket.socket, helper: subprocess.Popen[bytes] | None
+) -> dict[str, Any]:
+    """The zygote's start-up report (``{"ok": ..., "warnings" or "error": ...}``), or ``{}``
+    when none came within `_STARTUP_TIMEOUT_S`. Ends the user-namespace `helper` either way:
+    bubblewrap has joined its namespace by then."""
+    try:
+        host_sock.settimeout(_STARTUP_TIMEOUT_S)
+        ready = host_sock.recv(65536)
+    except OSError:
+        ready = b""
+    finally:
+        if helper is not None:
+            _end_helper(helper)
+    return json.loads(ready) if ready else {}
+
+
+def _start_failure(info: dict[str, Any], stderr_tail: list[str]) -> SandboxUnavailableError:
+    """The error of a zygote that did not start, with its reason and how to enable
+    unprivileged user namespaces."""
+    details = info.get("error") or "".join(stderr_tail).strip() or "no output"
+    return SandboxUnavailableError(
+        f"the bubblewrap sandbox could not start: {details}. It needs unprivileged "
+        "user namespaces, also nested ones: enable them with `sysctl -w "
+        "kernel.unprivileged_userns_clone=1` (Debian kernels), `sysctl -w "
+        "user.max_user_namespaces=15000`, or on Ubuntu >= 23.10 `sysctl -w "
+        "kernel.apparmor_restrict_unprivileged_userns=0`; inside Docker, run the "
+        "container with `--security-opt seccomp=unconfined --security-opt "
+        "apparmor=unconfined` (bubblewrap: `apt-get install bubblewrap`)."
+    )
+
+
 class _Zygote:
     """One running bubblewrap sandbox with its zygote, and the host end of its socket."""
 
@@ -305,104 +418,47 @@ class _Zygote:
     @classmethod
     def start(cls, *, host_paths: Sequence[str], preload: Sequence[str], pool_size: int) -> _Zygote:
         """Start bubblewrap + zygote; raise `SandboxUnavailableError` if it cannot run."""
-        bwrap = shutil.which("bwrap")
-        if bwrap is None:
-            raise SandboxUnavailableError(
-                "bubblewrap (bwrap) is not installed, so untrusted code cannot be sandboxed. "
-                "Install it: `apt-get install bubblewrap` (Debian/Ubuntu), `dnf install "
-                "bubblewrap` (Fedora) or `conda install -c conda-forge bubblewrap`. To run code "
-                f"without any isolation anyway, pass Sandbox(backend={UNSAFE_NO_SANDBOX!r})."
-            )
+        bwrap = _find_bwrap()
         host_sock, zygote_sock = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pass_fds = [zygote_sock.fileno()]
-        helper = None
-        drop_root = os.geteuid() == 0 and _in_initial_user_namespace()
-        args = [bwrap, "--die-with-parent", "--new-session"]
+        userns = None
         try:
-            if drop_root:
-                try:
-                    helper, userns_fd = _root_userns()
-                except OSError as exc:
-                    logger.warning(
-                        "the sandbox runs as root and cannot switch to user 'nobody' (%s): "
-                        "max_processes is NOT enforced (the kernel exempts uid 0), so a fork "
-                        "bomb can exhaust the host's pids; run as a non-root user or keep "
-                        "CAP_SETUID and CAP_SETGID",
-                        exc,
-                    )
-                    drop_root = False
-            if drop_root:
-                pass_fds.append(userns_fd)
-                args += ["--userns", str(userns_fd), "--unshare-ipc", "--unshare-pid"]
-                args += ["--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
-                for cap in ("CAP_SYS_ADMIN", "CAP_SETUID", "CAP_SETGID"):
-                    args += ["--cap-add", cap]
-            else:
-                args += ["--unshare-all", "--unshare-user"]
-                args += ["--uid", str(inside.SANDBOX_UID), "--gid", str(inside.SANDBOX_UID)]
-            args += bwrap_mount_args(host_paths)
-            args += ["--clearenv", "--setenv", "PATH", "/usr/bin:/bin"]
-            args += ["--setenv", "LANG", "C.UTF-8", "--setenv", "HOME", "/tmp"]
-            for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-                args += ["--setenv", name, "1"]  # preloads must not start threads
-            config = {
-                "fd": zygote_sock.fileno(),
-                "drop_root": drop_root,
-                "preload": list(preload),
-                "pool_size": pool_size,
-                "sys_path": inside_paths(len(host_paths)),
-            }
-            args += ["--", interpreter(), "-I", "-B", "-c", _inside_source(), inside.ZYGOTE_FLAG]
-            args.append(json.dumps(config))
+            userns = _userns_for_root()
+            userns_fd = None if userns is None else userns[1]
+            command = _zygote_command(
+                bwrap,
+                host_paths=host_paths,
+                preload=preload,
+                pool_size=pool_size,
+                zygote_fd=zygote_sock.fileno(),
+                userns_fd=userns_fd,
+            )
             proc = subprocess.Popen(
-                args,
+                command,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL,
                 stderr=subprocess.PIPE,
-                pass_fds=pass_fds,
+                pass_fds=[zygote_sock.fileno()] + ([] if userns_fd is None else [userns_fd]),
             )
         except BaseException:
             host_sock.close()
-            if helper is not None:
-                helper.kill()
-                helper.wait()
-                helper.stdin.close()
-                helper.stdout.close()
+            if userns is not None:
+                _kill_helper(userns[0])
             raise
         finally:
             zygote_sock.close()
-            for fd in pass_fds[1:]:
-                os.close(fd)
+            if userns is not None:
+                os.close(userns[1])
         stderr_tail: list[str] = []
         drain = threading.Thread(
             target=_drain_stderr, args=(proc, stderr_tail), daemon=True, name="xpgym-zygote-log"
         )
         drain.start()
-        try:
-            host_sock.settimeout(_STARTUP_TIMEOUT_S)
-            ready = host_sock.recv(65536)
-        except OSError:
-            ready = b""
-        finally:
-            if helper is not None:
-                helper.stdin.close()
-                helper.wait()
-                helper.stdout.close()
-        info = json.loads(ready) if ready else {}
+        info = _await_ready(host_sock, None if userns is None else userns[0])
         if not info.get("ok"):
             proc.kill()
             proc.wait()
             drain.join(timeout=5)
-            details = info.get("error") or "".join(stderr_tail).strip() or "no output"
-            raise SandboxUnavailableError(
-                f"the bubblewrap sandbox could not start: {details}. It needs unprivileged "
-                "user namespaces, also nested ones: enable them with `sysctl -w "
-                "kernel.unprivileged_userns_clone=1` (Debian kernels), `sysctl -w "
-                "user.max_user_namespaces=15000`, or on Ubuntu >= 23.10 `sysctl -w "
-                "kernel.apparmor_restrict_unprivileged_userns=0`; inside Docker, run the "
-                "container with `--security-opt seccomp=unconfined --security-opt "
-                "apparmor=unconfined` (bubblewrap: `apt-get install bubblewrap`)."
-            )
+            raise _start_failure(info, stderr_tail)
         for warning in info.get("warnings", ()):
             logger.warning("sandbox: %s", warning)
         logger.debug("sandbox zygote started (pid %d): %s", proc.pid, info)
@@ -547,6 +603,7 @@ class _Zygote:
         elif stopped is not None:  # the init stopped the call: wall clock or host deadline
             reason = "timeout"
         else:
+            assert code is not None  # the final event is "exit" when it is not "stopped"
             reason = _classify(code, cpu, limits, err)
         return _result(out, err, code, reason, start, truncated, cpu)
 
@@ -571,6 +628,7 @@ def _root_userns() -> tuple[subprocess.Popen[bytes], int]:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
+    assert helper.stdout is not None  # stdout=PIPE
     try:
         errno = int(helper.stdout.readline() or b"-1")
         if errno:
@@ -584,16 +642,35 @@ def _root_userns() -> tuple[subprocess.Popen[bytes], int]:
                 f.write(mapping)
         fd = os.open(f"/proc/{helper.pid}/ns/user", os.O_RDONLY | os.O_CLOEXEC)
     except BaseException:
-        helper.kill()
-        helper.wait()
-        helper.stdin.close()
-        helper.stdout.close()
+        _kill_helper(helper)
         raise
     return helper, fd
 
 
+def _kill_helper(helper: subprocess.Popen[bytes]) -> None:
+    """Stop the user-namespace helper at once and close its pipes."""
+    helper.kill()
+    helper.wait()
+    _close_pipes(helper)
+
+
+def _end_helper(helper: subprocess.Popen[bytes]) -> None:
+    """Let the user-namespace helper exit (it waits for EOF on stdin) and close its pipes."""
+    if helper.stdin is not None:
+        helper.stdin.close()
+    helper.wait()
+    _close_pipes(helper)
+
+
+def _close_pipes(process: subprocess.Popen[bytes]) -> None:
+    for pipe in (process.stdin, process.stdout):
+        if pipe is not None:
+            pipe.close()
+
+
 def _drain_stderr(proc: subprocess.Popen[bytes], tail: list[str]) -> None:
     """Log what the zygote writes to stderr (it should write nothing once started)."""
+    assert proc.stderr is not None  # stderr=PIPE
     for raw in proc.stderr:
         line = raw.decode(errors="replace")
         tail.append(line)

@@ -11,9 +11,9 @@
   per episode (``@tool(resource=...)``, `xpgym.core.resources.ResourcePool`).
 * Tools: `available_actions.available_actions` (the env's `Env.available_actions` as a tool;
   import it from its module, whose name it shares), `python.PythonTool` (code run in
-  `xpgym.core.sandbox.Sandbox`, a bubblewrap sandbox), `search.SearchTool` (local tantivy
-  index or a retrieval server over HTTP), `mcp.MCPToolset` (one `Tool` per function of an
-  MCP server).
+  `xpgym.core.sandbox.Sandbox`, a bubblewrap sandbox), `search.tool.SearchTool` (local
+  tantivy index or a retrieval server over HTTP; the `search` package has a module per
+  part), `mcp.MCPToolset` (one `Tool` per function of an MCP server).
 * The wrapper that puts tools on an env is `xpgym.core.wrappers.tools.ToolEnvWrapper`; tool
   variants of registered envs (`register_tool_variant`) are in
   `xpgym.core.wrappers.tool_variants`.
@@ -72,10 +72,10 @@ __all__ = [
 # Name -> module, imported on first attribute access (tool implementations add theirs here).
 _LAZY: dict[str, str] = {
     "PythonTool": "xpgym.core.tools.python",
-    "SearchTool": "xpgym.core.tools.search",
-    "LocalSearchIndex": "xpgym.core.tools.search",
-    "HTTPSearchBackend": "xpgym.core.tools.search",
-    "make_search_tool": "xpgym.core.tools.search",
+    "SearchTool": "xpgym.core.tools.search.tool",
+    "LocalSearchIndex": "xpgym.core.tools.search.index",
+    "HTTPSearchBackend": "xpgym.core.tools.search.client",
+    "make_search_tool": "xpgym.core.tools.search.tool",
     "MCPToolset": "xpgym.core.tools.mcp",
     "MCPFunctionTool": "xpgym.core.tools.mcp",
     "make_mcp_tools": "xpgym.core.tools.mcp",

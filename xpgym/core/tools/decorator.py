@@ -61,6 +61,7 @@ import inspect
 import json
 import logging
 import time
+import types
 import typing
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, overload
@@ -348,6 +349,22 @@ class FunctionTool(Tool):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the plain function (so a decorated function can still be used directly)."""
         return self.fn(*args, **kwargs)
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> FunctionTool: ...
+
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> Callable[..., Any]: ...
+
+    def __get__(
+        self, instance: object | None, owner: type | None = None
+    ) -> FunctionTool | Callable[..., Any]:
+        """``@tool`` on a method: the class's attribute is the tool, an instance's is the
+        function bound to the instance, as for a plain method (``env.look_up(3)`` calls
+        ``fn(env, 3)``)."""
+        if instance is None:
+            return self
+        return types.MethodType(self.fn, instance)
 
     def __repr__(self) -> str:
         return f"FunctionTool(name={self.name!r})"

@@ -18,7 +18,7 @@ Every id is a `xpgym.envs.qa.env.QAEnv` (single-turn, EM reward, answer in
 The hub ids, splits and columns are those GEM registers (``gem/envs/__init__.py``); they are
 marked ``requires_download`` and were not fetched here (no network in tests).
 
-The ``-search`` variants add `xpgym.core.tools.search.SearchTool` (at most
+The ``-search`` variants add `xpgym.core.tools.search.tool.SearchTool` (at most
 `MAX_SEARCH_CALLS` calls) over the shipped corpus; for the hub datasets pass a retrieval
 server, e.g. ``xpgym.make("qa:HotpotQA-v0-search", tools_kwargs={"url": URL})``.
 
@@ -93,7 +93,7 @@ def register_envs() -> None:
     for env_id in ids:
         register_tool_variant(
             env_id,
-            "xpgym.core.tools.search:make_search_tool",
+            "xpgym.core.tools.search.tool:make_search_tool",
             "search",
             max_tool_calls=MAX_SEARCH_CALLS,
         )

@@ -41,7 +41,7 @@ Data: `load_records` (Hugging Face `datasets`, a hub id or a local file) reads t
 `question_key` and `answer_key` columns when the env is made; an answer is a string, a
 number or a list of them (`xpgym.envs.qa.grading.gold_answers`). Without `dataset` the env
 uses the shipped ``xpgym/data/qa_sample.jsonl``: questions, many of them multi-hop, whose
-answers are in the default search corpus (`xpgym.core.tools.search.default_corpus_path`).
+answers are in the default search corpus (`xpgym.core.tools.search.corpus.default_corpus_path`).
 """
 
 from __future__ import annotations

@@ -173,7 +173,7 @@ def from_task_string(task: str, **kwargs: Any) -> ToolGymEnv:
     Raises:
         ValueError: a malformed string, an unknown name or a bad config, naming the problem.
     """
-    from xpgym.envs.toolgym.base import parse_task_string
+    from xpgym.envs.toolgym.formats import parse_task_string
 
     name, config = parse_task_string(task)
     return env_class(name)(config=config, **kwargs)

@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, item_at, toolgym_tool
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import ToolGymEnv, item_at
 
 __all__ = ["PAIRS", "SIZES", "BalancedBracketsEnv", "first_unbalanced"]
 
@@ -106,7 +107,7 @@ class BalancedBracketsEnv(ToolGymEnv):
         """`first_unbalanced` of the text."""
         return first_unbalanced(self.config["text"])
 
-    @toolgym_tool
+    @tool
     def get_character(self, index: int) -> str:
         """Read the character at a position of the text (a JSON string).
 
@@ -115,7 +116,7 @@ class BalancedBracketsEnv(ToolGymEnv):
         """
         return item_at(self.config["text"], index)
 
-    @toolgym_tool
+    @tool
     def push_bracket(self, bracket: str) -> str:
         """Push an opening bracket onto the stack; returns the stack size.
 
@@ -127,19 +128,19 @@ class BalancedBracketsEnv(ToolGymEnv):
         self.state["stack"].append(bracket)
         return json.dumps(len(self.state["stack"]))
 
-    @toolgym_tool
+    @tool
     def pop_bracket(self) -> str:
         """Remove the top bracket of the stack and return it (an error if it is empty)."""
         if not self.state["stack"]:
             raise ToolError("the stack is empty")
         return json.dumps(self.state["stack"].pop())
 
-    @toolgym_tool
+    @tool
     def is_stack_empty(self) -> str:
         """Whether the stack is empty: true or false."""
         return json.dumps(not self.state["stack"])
 
-    @toolgym_tool
+    @tool
     def brackets_match(self, opening: str, closing: str) -> str:
         """Whether a closing bracket closes an opening one: true or false.
 

@@ -6,6 +6,11 @@ config*) is hidden; ``Observe`` shows only part of it (sizes, the query), the ot
 or change a small working state, and ``Done(answer)`` ends the episode with reward 1.0 if the
 answer equals the reference answer, else 0.0. There is no other reward.
 
+This module is the env template (`ToolGymEnv`) and its helpers for env authors; the text
+it reads and writes (actions, task strings, the prompt's tool signatures) is in
+`xpgym.envs.toolgym.formats`, the transactional run of a tool call (inline or in a forked
+process) in `xpgym.envs.toolgym.isolation`.
+
 How to write an env (one module in ``xpgym/envs/toolgym/``; `closest_to_k` is the example)
 --------------------------------------------------------------------------------------------
 
@@ -27,14 +32,20 @@ Subclass `ToolGymEnv` and give it:
   find, what ``Done`` expects); no hints on how to solve it.
 * ``reference_answer(self)``: the answer, computed from ``self.config`` by the original
   solution logic.
-* tools: methods decorated with `toolgym_tool`. The method name is snake_case and becomes
-  a PascalCase tool name (``look_up`` -> ``LookUp``; ``@toolgym_tool(name="GetDPCell")``
-  to choose it). Every parameter is typed (``int``, ``str``, ``list[int]`` ...) and
-  described in the docstring's ``Args:`` section; the first docstring paragraph is the
-  tool's description. A tool returns a ``str`` (structured data as ``json.dumps``), gives
-  no hints, and raises `ToolError` (or any exception) for a bad request. A tool may change
-  **only** ``self.state`` (never the config, other attributes or ``np_random``): that is
-  what the transactional execution snapshots and restores.
+* tools: methods decorated with the core's ``@tool`` (`xpgym.core.tools.decorator.tool`;
+  its schema from `xpgym.core.tools.signature.signature_schema`). The method name is
+  snake_case and becomes a PascalCase tool name (``look_up`` -> ``LookUp``;
+  ``@tool(name="GetDPCell")`` to choose it). Every parameter is typed (``int``, ``str``,
+  ``list[int]`` ...) and described in the docstring's ``Args:`` section; the first docstring
+  paragraph is the tool's description (or ``@tool(description=...)``). A tool returns a
+  ``str`` (structured data as ``json.dumps``), gives no hints, and raises
+  `xpgym.core.tools.decorator.ToolError` (its message is the error) or any exception (its
+  type is shown too) for a bad request. The env's ``tool_timeout`` and ``isolation`` bound
+  its calls: an async method (and so ``timeout_s``) and ``@tool``'s ``env``, ``resource`` and
+  ``tag`` are refused (`TypeError` when the class is made). A tool may change **only**
+  ``self.state`` (never the config, other attributes or ``np_random``): that is what the
+  transactional execution snapshots and restores. The method stays a method:
+  ``env.look_up(3)`` calls it directly, outside any transaction.
 * ``oracle(self)``: solves the task through the public tools only, with
   ``self.call("ToolName", arg=value)`` (which returns the tool's output string), and ends
   with ``self.call("Done", answer=...)``. It never reads ``self.state`` or ``self.config``.
@@ -67,13 +78,11 @@ TwoSum, MaxSubarray, BalancedBrackets. Brief G takes other names.
 Actions
 -------
 
-One call per turn: ``{"name": "LookUp", "parameters": {"index": 3}}`` bare (text around it
-is ignored; the first JSON value is read), as a one-element JSON list (CodeGym's
-``<|FunctionCallBegin|>[...]<|FunctionCallEnd|>``, markers optional), or inside
-``<tool_call>...</tool_call>`` (Qwen / Hermes). ``"arguments"`` is accepted for
-``"parameters"``. Malformed JSON, a list of several calls, an unknown tool or arguments that
-do not match the tool's schema are an *invalid action*: the observation is the error, the
-state is unchanged, and the call counts towards ``max_tool_calls``.
+One call per turn, as JSON: ``{"name": "LookUp", "parameters": {"index": 3}}``, bare, in a
+one-element list or in ``<tool_call>`` (the accepted formats: `xpgym.envs.toolgym.formats`).
+Malformed JSON, a list of several calls, an unknown tool or arguments that do not match the
+tool's schema are an *invalid action*: the observation is the error, the state is unchanged,
+and the call counts towards ``max_tool_calls``.
 
 Step results
 ------------
@@ -91,138 +100,57 @@ Transactions (CodeGym's trial-then-overwrite)
 
 Every tool call runs against a snapshot of ``self.state``; a call that raises, or runs past
 ``tool_timeout`` seconds, leaves the state exactly as it was and its error is the
-observation. Two modes (``isolation=``):
-
-* ``"inline"`` (default): the call runs in this thread on the live state; the snapshot is a
-  ``copy.deepcopy`` taken before it (cost: one deep copy of the state per call). On an
-  exception the snapshot is put back. A timed-out call cannot be interrupted (Python threads
-  cannot be killed): it runs to the end, then its effect is discarded as if it had raised.
-  So inline mode keeps the state correct but does not bound a step's latency, unless the
-  tool cooperates: a tool with a long loop calls ``self.check_deadline()``, which raises
-  once the call is past its limit (the call is then rolled back and reported as timed out).
-  A ``KeyboardInterrupt`` or ``SystemExit`` inside a tool is rolled back, then propagated.
-* ``"process"``: the call runs in a forked child process on its copy of the env; the child
-  sends back the output and the new state (pickled), and the parent commits them. At the
-  time limit the child is killed and nothing changes, so a step takes at most about
-  `tool_timeout` seconds. Cost: a fork plus pickling the state each call (milliseconds);
-  needs the ``fork`` start method (Linux, macOS), and a tool must not rely on anything but
-  ``self.state`` (changes elsewhere are lost with the child). Give it a ``tool_timeout``:
-  without one a hung child is waited for forever (a child forked from a multi-threaded
-  process can hang on a lock another thread held at the fork).
+observation. ``isolation="inline"`` (default: a deep copy per call; a call past its limit
+runs to its end unless it calls ``self.check_deadline()``) or ``"process"`` (a forked child
+per call, killed at the limit): `xpgym.envs.toolgym.isolation` describes both and what
+they cost.
 
 Task strings
 ------------
 
-``Name@{json config}`` (`task_string`, `parse_task_string`, `from_task_string`) is a task;
-``reset(options={"task": ...})`` or ``reset(options={"config": {...}})`` plays it, so a
-dataset row is a task. Without either, ``reset`` draws a config from ``np_random`` at the
-env's difficulty (``-random``: easy or hard at each reset).
+``Name@{json config}`` (`task_string`, `xpgym.envs.toolgym.formats.parse_task_string`,
+`from_task_string`) is a task; ``reset(options={"task": ...})`` or
+``reset(options={"config": {...}})`` plays it, so a dataset row is a task. Without either,
+``reset`` draws a config from ``np_random`` at the env's difficulty (``-random``: easy or
+hard at each reset).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import json
-import multiprocessing
-import time
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from xpgym.core.env import Env
-from xpgym.core.tools.calls import (
-    TOOL_CALL_OPEN,
-    FunctionCall,
-    find_function_calls,
-    function_call_from_value,
-    function_schema,
-    validate_arguments,
+from xpgym.core.tools.calls import function_schema, validate_arguments
+from xpgym.core.tools.decorator import FunctionTool, ToolError, tool
+from xpgym.core.tools.signature import annotation_schema
+from xpgym.envs.toolgym.formats import (
+    format_task_string,
+    parse_task_string,
+    parse_tool_call,
+    tool_signature,
 )
-from xpgym.core.tools.signature import annotation_schema, signature_schema
+from xpgym.envs.toolgym.isolation import ISOLATION_MODES, CallDeadline, run_in_process, run_inline
 
 __all__ = [
-    "CODEGYM_CALL_CLOSE",
-    "CODEGYM_CALL_OPEN",
+    "DEFAULT_MAX_TOOL_CALLS",
     "DIFFICULTIES",
-    "ISOLATION_MODES",
-    "DeadlineExceededError",
-    "ToolError",
     "ToolGymEnv",
     "canonical_answer",
     "check_index",
     "check_int_list",
     "draw_length",
     "item_at",
-    "parse_task_string",
-    "parse_tool_call",
-    "toolgym_tool",
 ]
 
-CODEGYM_CALL_OPEN = "<|FunctionCallBegin|>"
-CODEGYM_CALL_CLOSE = "<|FunctionCallEnd|>"
 DIFFICULTIES = ("easy", "medium", "hard")
 """Config sizes `generate_config` knows; ``difficulty=None`` means ``"medium"``."""
-ISOLATION_MODES = ("inline", "process")
 DEFAULT_MAX_TOOL_CALLS = 256
-
-_F = TypeVar("_F", bound=Callable[..., str])
-
-
-class ToolError(Exception):
-    """Raised by a tool for a request it refuses (bad index, ...); the message is shown."""
-
-
-class DeadlineExceededError(ToolError):
-    """Raised by `ToolGymEnv.check_deadline` when the running call is past its time limit."""
-
-
-def _pascal_case(snake: str) -> str:
-    return "".join(part[:1].upper() + part[1:] for part in snake.split("_") if part)
-
-
-def toolgym_tool(fn: _F | None = None, *, name: str | None = None) -> Any:
-    """Mark a method as a tool; ``@toolgym_tool`` or ``@toolgym_tool(name="GetDPCell")``.
-
-    The tool's name is `name`, or the method name in PascalCase (``look_up`` -> ``LookUp``).
-    """
-
-    def mark(method: _F) -> _F:
-        method._toolgym_name = name or _pascal_case(method.__name__)  # type: ignore[attr-defined]
-        return method
-
-    return mark(fn) if fn is not None else mark
-
-
-def parse_tool_call(action: str) -> FunctionCall:
-    """The one tool call in `action`, in any accepted format (see the module docstring).
-
-    The first ``<tool_call>`` block wins if there is one; else the first JSON value of the
-    text (inside CodeGym's markers if present). Never raises: problems are in ``.error``.
-    """
-    if TOOL_CALL_OPEN in action:
-        return find_function_calls(action)[0]
-    text = action
-    if CODEGYM_CALL_OPEN in text:
-        text = text.split(CODEGYM_CALL_OPEN, 1)[1].split(CODEGYM_CALL_CLOSE, 1)[0]
-    starts = [index for index in (text.find("{"), text.find("[")) if index >= 0]
-    if not starts:
-        return FunctionCall(
-            None, error='no tool call found: reply with {"name": ..., "parameters": {...}}'
-        )
-    start = min(starts)
-    try:
-        value, end = json.JSONDecoder().raw_decode(text, start)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        return FunctionCall(None, error=f"invalid JSON: {exc}")
-    if isinstance(value, list):
-        if len(value) != 1:
-            return FunctionCall(
-                None,
-                error=f"one call per turn: the JSON list must hold 1 call, got {len(value)}",
-            )
-        value = value[0]
-    return function_call_from_value(value, text[start:end], start, end)
 
 
 def canonical_answer(value: Any) -> Any:
@@ -284,95 +212,30 @@ def draw_length(rng: np.random.Generator, bounds: tuple[int, int]) -> int:
     return int(rng.integers(bounds[0], bounds[1] + 1))
 
 
-def parse_task_string(task: str) -> tuple[str, dict[str, Any]]:
-    """Split ``Name@{json config}`` into the name and the config dict.
+def _pascal_case(snake: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in snake.split("_") if part)
 
-    Raises:
-        ValueError: no ``@``, an empty or non-identifier name, invalid JSON, or a config
-            that is not a JSON object; the message names the problem.
-    """
-    if not isinstance(task, str):
-        raise ValueError(f"a task string is a str 'Name@{{...}}', got {type(task).__name__}")
-    name, sep, payload = task.partition("@")
-    name = name.strip()
-    if not sep:
-        raise ValueError(f"task string {task!r:.80} has no '@': expected 'Name@{{json config}}'")
-    if not name.isidentifier():
-        raise ValueError(f"task string {task!r:.80}: {name!r} is not an env name")
-    try:
-        config = json.loads(payload)
-    except (ValueError, RecursionError) as exc:
-        raise ValueError(f"task string for {name}: the config is not valid JSON ({exc})") from None
-    if not isinstance(config, dict):
-        raise ValueError(
-            f"task string for {name}: the config must be a JSON object, got {type(config).__name__}"
+
+def _tool_name(declared: FunctionTool, where: str) -> str:
+    """The toolgym name of a ``@tool`` method: its own name in PascalCase unless ``@tool(name=)``
+    chose another; refuses what a toolgym tool cannot honour (see the module docstring)."""
+    refused = [
+        option
+        for option, used in (
+            ("an async method", declared.is_async),
+            ("env=", declared.env_class is not None),
+            ("resource=", declared.resource_pool is not None),
+            ("tag=", declared.tag is not None),
         )
-    return name, config
-
-
-_PYTHON_TYPES = {
-    "integer": "int",
-    "string": "str",
-    "number": "float",
-    "boolean": "bool",
-    "array": "list",
-    "object": "dict",
-    "null": "None",
-}
-
-
-def _python_type(spec: dict[str, Any]) -> str:
-    kind = spec.get("type")
-    if kind is None:
-        return "Any"
-    kinds = kind if isinstance(kind, list) else [kind]
-    names = []
-    for item in kinds:
-        name = _PYTHON_TYPES.get(item, item)
-        if item == "array" and "items" in spec:
-            name = f"list[{_python_type(spec['items'])}]"
-        names.append(name)
-    return " | ".join(names)
-
-
-def _schema_signature(schema: dict[str, Any]) -> str:
-    """A tool schema as a Python-style signature with its docstring, for the prompt."""
-    function = schema["function"]
-    properties = function["parameters"].get("properties", {})
-    params = ", ".join(f"{arg}: {_python_type(spec)}" for arg, spec in properties.items())
-    lines = [f"{function['name']}({params}) -> str", f"    {function['description']}"]
-    described = [
-        (arg, spec["description"]) for arg, spec in properties.items() if "description" in spec
+        if used
     ]
-    if described:
-        lines.append("    Args:")
-        lines.extend(f"        {arg}: {text}" for arg, text in described)
-    return "\n".join(lines)
-
-
-def _failure(tool: str, exc: BaseException, timeout: float | None) -> str:
-    """A failed call's observation text (without the ``Error: `` prefix)."""
-    if isinstance(exc, DeadlineExceededError):
-        return _timed_out(tool, timeout)
-    reason = str(exc) if isinstance(exc, ToolError) else f"{type(exc).__name__}: {exc}"
-    return f"{tool} failed: {reason}"
-
-
-def _timed_out(tool: str, timeout: float | None) -> str:
-    return f"{tool} exceeded its time limit of {timeout:g} s"
-
-
-def _run_in_child(
-    env: ToolGymEnv, tool: str, method: str, arguments: dict[str, Any], conn: Any
-) -> None:
-    """Body of the process-isolated call: run the tool on the child's copy, send back."""
-    try:
-        output = getattr(env, method)(**arguments)
-        conn.send((True, output, env.state))
-    except BaseException as exc:  # report anything; the parent rolls back
-        conn.send((False, _failure(tool, exc, env.tool_timeout), None))
-    finally:
-        conn.close()
+    if refused:
+        raise TypeError(
+            f"{where}: a toolgym tool is a plain method, its calls bounded by the env's "
+            f"tool_timeout and isolation; not {', '.join(refused)}"
+        )
+    method = declared.fn.__name__
+    return _pascal_case(method) if declared.name == method else declared.name
 
 
 class ToolGymEnv(Env[str]):
@@ -406,18 +269,28 @@ class ToolGymEnv(Env[str]):
     _tool_methods: ClassVar[dict[str, str]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Collect the class's tools (``Observe``, its own in definition order, ``Done``)."""
+        """Collect the class's ``@tool`` methods (``Observe``, its own in definition order,
+        ``Done``) and their schemas.
+
+        Raises:
+            TypeError: a tool declared with what a toolgym tool cannot honour (see the
+                module docstring), or a schema that cannot be inferred.
+        """
         super().__init_subclass__(**kwargs)
         methods: dict[str, str] = {}
+        declared: dict[str, FunctionTool] = {}
         for klass in reversed(cls.__mro__):
             for attr, value in vars(klass).items():
-                tool = getattr(value, "_toolgym_name", None)
-                if tool is not None:
-                    methods.pop(tool, None)
-                    methods[tool] = attr
+                if isinstance(value, FunctionTool):
+                    name = _tool_name(value, f"{klass.__name__}.{attr}")
+                    methods.pop(name, None)
+                    methods[name] = attr
+                    declared[name] = value
         ordered = ["Observe", *(n for n in methods if n not in ("Observe", "Done")), "Done"]
         cls._tool_methods = {n: methods[n] for n in ordered}
-        schemas = {n: signature_schema(getattr(cls, methods[n]), name=n) for n in ordered}
+        schemas = {
+            n: function_schema(n, declared[n].description, declared[n].parameters) for n in ordered
+        }
         answer = {**annotation_schema(cls.answer_type, f"{cls.__name__}.answer_type")}
         answer["description"] = cls.answer_doc
         schemas["Done"] = function_schema(
@@ -465,7 +338,7 @@ class ToolGymEnv(Env[str]):
         self.answer_correct: bool | None = None
         self.episode_difficulty: str | None = None
         self._oracle_actions: list[str] | None = None
-        self._deadline: float | None = None
+        self._deadline = CallDeadline()
 
     # ----- what a subclass implements ---------------------------------------------------
 
@@ -500,12 +373,12 @@ class ToolGymEnv(Env[str]):
 
     # ----- generic tools ------------------------------------------------------------------
 
-    @toolgym_tool
+    @tool
     def observe(self) -> str:
         """Show the visible part of the task (sizes and the query, not the hidden data)."""
         return json.dumps(self.visible())
 
-    @toolgym_tool
+    @tool
     def done(self, answer: Any) -> str:
         """Submit the final answer; this ends the episode.
 
@@ -535,7 +408,8 @@ class ToolGymEnv(Env[str]):
             raise ValueError(f"{label}: bad task config: {exc}") from None
         return config
 
-    def _config_from(self, options: dict[str, Any] | None) -> dict[str, Any]:
+    def _config_from(self, options: dict[str, Any] | None, difficulty: str) -> dict[str, Any]:
+        """This episode's config: from `options`, the fixed one, or drawn at `difficulty`."""
         options = options or {}
         if "task" in options:
             name, config = parse_task_string(options["task"])
@@ -546,7 +420,7 @@ class ToolGymEnv(Env[str]):
             return self._checked_config(options["config"])
         if self._fixed_config is not None:
             return copy.deepcopy(self._fixed_config)
-        return self._checked_config(self.generate_config(self.np_random, self.episode_difficulty))
+        return self._checked_config(self.generate_config(self.np_random, difficulty))
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -563,10 +437,11 @@ class ToolGymEnv(Env[str]):
         """
         super().reset(seed=seed)
         if self.difficulty == "random":
-            self.episode_difficulty = ("easy", "hard")[int(self.np_random.integers(2))]
+            difficulty = ("easy", "hard")[int(self.np_random.integers(2))]
         else:
-            self.episode_difficulty = self.difficulty or "medium"
-        self.config = self._config_from(options)
+            difficulty = self.difficulty or "medium"
+        self.episode_difficulty = difficulty
+        self.config = self._config_from(options, difficulty)
         self.state = self.initial_state(self.config)
         self.tool_calls = 0
         self.answer_correct = None
@@ -580,7 +455,7 @@ class ToolGymEnv(Env[str]):
 
     def prompt(self) -> str:
         """The first observation: CodeGym's prompt in short (no usage examples)."""
-        signatures = "\n\n".join(_schema_signature(schema) for schema in self.tools.values())
+        signatures = "\n\n".join(tool_signature(schema) for schema in self.tools.values())
         return (
             f"{self.statement()}\n\n"
             "Solve the task by calling the tools below; do not write code. The task's data is "
@@ -595,7 +470,7 @@ class ToolGymEnv(Env[str]):
 
     def task_string(self) -> str:
         """This episode's task as ``Name@{json config}`` (keys sorted, compact)."""
-        return f"{self.name}@{json.dumps(self.config, sort_keys=True, separators=(',', ':'))}"
+        return format_task_string(self.name, self.config)
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Run the one tool call in `action`; see the module docstring for the results."""
@@ -642,64 +517,23 @@ class ToolGymEnv(Env[str]):
         return observation, reward, terminated, truncated, info
 
     def _transaction(self, tool: str, arguments: dict[str, Any]) -> tuple[str | None, str | None]:
-        """Run one tool call transactionally: ``(output, None)`` or ``(None, error)``."""
-        method = self._tool_methods[tool]
-        if self.isolation == "process":
-            return self._run_in_process(tool, method, arguments)
-        snapshot = copy.deepcopy(self.state)
-        self._start_deadline()
-        try:
-            output = getattr(self, method)(**arguments)
-        except BaseException as exc:  # any tool failure is the agent's observation
-            self.state = snapshot
-            if not isinstance(exc, Exception):
-                raise  # KeyboardInterrupt, SystemExit: rolled back, then propagated
-            return None, _failure(tool, exc, self.tool_timeout)
-        finally:
-            deadline, self._deadline = self._deadline, None
-        if deadline is not None and time.monotonic() > deadline:
-            self.state = snapshot
-            return None, _timed_out(tool, self.tool_timeout)
-        return self._checked_output(tool, output), None
-
-    def _start_deadline(self) -> None:
-        self._deadline = None if self.tool_timeout is None else time.monotonic() + self.tool_timeout
+        """Run one tool call transactionally (`xpgym.envs.toolgym.isolation`): ``(output,
+        None)`` or ``(None, error)``."""
+        run = run_in_process if self.isolation == "process" else run_inline
+        return run(
+            self,
+            tool,
+            functools.partial(getattr(self, self._tool_methods[tool]), **arguments),
+            deadline=self._deadline,
+            timeout_s=self.tool_timeout,
+            check_output=functools.partial(self._checked_output, tool),
+        )
 
     def check_deadline(self) -> None:
-        """For a tool with a long loop: raise `DeadlineExceededError` once the running call is
+        """For a tool with a long loop: raise `isolation.DeadlineExceededError` once the call is
         past ``tool_timeout``, so that inline mode stops it early (it is rolled back and
         reported like any time-out). Does nothing without a time limit or outside a call."""
-        if self._deadline is not None and time.monotonic() > self._deadline:
-            raise DeadlineExceededError(f"past the time limit of {self.tool_timeout:g} s")
-
-    def _run_in_process(
-        self, tool: str, method: str, arguments: dict[str, Any]
-    ) -> tuple[str | None, str | None]:
-        context = multiprocessing.get_context("fork")
-        receiver, sender = context.Pipe(duplex=False)
-        self._start_deadline()  # the child's copy checks it in check_deadline()
-        child = context.Process(target=_run_in_child, args=(self, tool, method, arguments, sender))
-        try:
-            child.start()
-        finally:
-            self._deadline = None
-        sender.close()
-        try:
-            if not receiver.poll(self.tool_timeout):
-                child.kill()
-                return None, _timed_out(tool, self.tool_timeout)
-            try:
-                ok, output, state = receiver.recv()
-            except EOFError:
-                return None, f"{tool} failed: the call's process died without an answer"
-        finally:
-            receiver.close()
-            child.join()
-        if not ok:
-            return None, output
-        output = self._checked_output(tool, output)
-        self.state = state
-        return output, None
+        self._deadline.check()
 
     def _checked_output(self, tool: str, output: Any) -> str:
         if not isinstance(output, str):

@@ -20,13 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import (
-    ToolGymEnv,
-    check_int_list,
-    draw_length,
-    item_at,
-    toolgym_tool,
-)
+from xpgym.core.tools.decorator import tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at
 
 __all__ = ["SIZES", "ClosestToKEnv"]
 
@@ -81,7 +76,7 @@ class ClosestToKEnv(ToolGymEnv):
         candidates = numbers[max(at - 1, 0) : at + 1]
         return min(candidates, key=lambda x: (abs(x - k), x))
 
-    @toolgym_tool
+    @tool
     def look_up(self, index: int) -> str:
         """Read the element at a position of the sorted list.
 
@@ -90,7 +85,7 @@ class ClosestToKEnv(ToolGymEnv):
         """
         return item_at(self.config["numbers"], index)
 
-    @toolgym_tool
+    @tool
     def distance(self, a: int, b: int) -> str:
         """The absolute difference |a - b| of two integers.
 

@@ -20,15 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import (
-    ToolError,
-    ToolGymEnv,
-    check_index,
-    check_int_list,
-    draw_length,
-    item_at,
-    toolgym_tool,
-)
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_index, check_int_list, draw_length, item_at
 
 __all__ = ["SIZES", "ContainerWithMostWaterEnv", "most_water"]
 
@@ -83,7 +76,7 @@ class ContainerWithMostWaterEnv(ToolGymEnv):
         """`most_water` of the heights."""
         return most_water(self.config["heights"])
 
-    @toolgym_tool
+    @tool
     def get_height(self, index: int) -> str:
         """Read the height of the line at a position.
 
@@ -92,7 +85,7 @@ class ContainerWithMostWaterEnv(ToolGymEnv):
         """
         return item_at(self.config["heights"], index)
 
-    @toolgym_tool
+    @tool
     def compute_area(self, left: int, right: int) -> str:
         """The water held between two lines: min(height left, height right) * (right - left).
 
@@ -107,7 +100,7 @@ class ContainerWithMostWaterEnv(ToolGymEnv):
             raise ToolError(f"left {left} must be smaller than right {right}")
         return json.dumps(min(heights[left], heights[right]) * (right - left))
 
-    @toolgym_tool
+    @tool
     def update_best(self, area: int) -> str:
         """Keep the largest area offered so far; returns it.
 
@@ -118,7 +111,7 @@ class ContainerWithMostWaterEnv(ToolGymEnv):
         self.state["best"] = area if best is None else max(best, area)
         return json.dumps(self.state["best"])
 
-    @toolgym_tool
+    @tool
     def get_best(self) -> str:
         """The largest area offered to UpdateBest so far (null if none)."""
         return json.dumps(self.state["best"])

@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, check_index, draw_length, toolgym_tool
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_index, draw_length
 
 __all__ = ["SIZES", "CountIslandsEnv", "count_islands"]
 
@@ -106,7 +107,7 @@ class CountIslandsEnv(ToolGymEnv):
         check_index(row, len(grid), "row")
         check_index(col, len(grid[0]), "col")
 
-    @toolgym_tool
+    @tool
     def get_cell(self, row: int, col: int) -> str:
         """Read a cell: 1 for land, 0 for water.
 
@@ -117,7 +118,7 @@ class CountIslandsEnv(ToolGymEnv):
         self._check_cell(row, col)
         return json.dumps(self.config["grid"][row][col])
 
-    @toolgym_tool
+    @tool
     def is_visited(self, row: int, col: int) -> str:
         """Whether a cell was marked visited by a flood fill; returns true or false.
 
@@ -128,7 +129,7 @@ class CountIslandsEnv(ToolGymEnv):
         self._check_cell(row, col)
         return json.dumps(self.state["visited"][row][col])
 
-    @toolgym_tool
+    @tool
     def flood_fill(self, row: int, col: int) -> str:
         """Mark the land cell and every land cell connected to it as visited; returns how
         many cells it marked.

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, draw_length, toolgym_tool
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import ToolGymEnv, draw_length
 
 __all__ = ["ALPHABET", "SIZES", "EditDistanceEnv", "edit_distance"]
 
@@ -91,7 +92,7 @@ class EditDistanceEnv(ToolGymEnv):
                 f"cell ({i}, {j}) is outside the table 0..{rows - 1} x 0..{columns - 1}"
             )
 
-    @toolgym_tool
+    @tool
     def compare_characters(self, i: int, j: int) -> str:
         """Whether source[i] equals target[j]; returns true or false.
 
@@ -106,7 +107,7 @@ class EditDistanceEnv(ToolGymEnv):
             raise ToolError(f"j = {j} is out of range 0..{len(target) - 1}")
         return json.dumps(source[i] == target[j])
 
-    @toolgym_tool(name="SetDPTableCell")
+    @tool(name="SetDPTableCell")
     def set_dp_table_cell(self, i: int, j: int, value: int) -> str:
         """Write a value into cell (i, j) of the DP table; rows 0..len(source), columns
         0..len(target).
@@ -120,7 +121,7 @@ class EditDistanceEnv(ToolGymEnv):
         self.state["table"][i][j] = value
         return f"cell ({i}, {j}) = {value}"
 
-    @toolgym_tool(name="GetDPTableCell")
+    @tool(name="GetDPTableCell")
     def get_dp_table_cell(self, i: int, j: int) -> str:
         """Read cell (i, j) of the DP table (null if it was never set).
 

@@ -27,14 +27,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import (
-    ToolError,
-    ToolGymEnv,
-    check_index,
-    draw_length,
-    item_at,
-    toolgym_tool,
-)
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_index, draw_length, item_at
 from xpgym.envs.toolgym.hidden_list import check_int_pairs
 
 __all__ = [
@@ -168,7 +162,7 @@ class ShortestPathEnv(ToolGymEnv):
         config = self.config
         return bfs_distance(config["nodes"], config["edges"], config["source"], config["target"])
 
-    @toolgym_tool
+    @tool
     def get_neighbors(self, node: int) -> str:
         """The neighbours of a node, as a sorted list.
 
@@ -177,7 +171,7 @@ class ShortestPathEnv(ToolGymEnv):
         """
         return item_at(_adjacency(self.config["nodes"], self.config["edges"]), node, "node")
 
-    @toolgym_tool
+    @tool
     def set_distance(self, node: int, distance: int) -> str:
         """Record a node's distance from the source.
 
@@ -189,7 +183,7 @@ class ShortestPathEnv(ToolGymEnv):
         self.state["distance"][node] = distance
         return f"distance[{node}] = {distance}"
 
-    @toolgym_tool
+    @tool
     def get_distance(self, node: int) -> str:
         """A node's recorded distance (null if none was recorded).
 
@@ -198,7 +192,7 @@ class ShortestPathEnv(ToolGymEnv):
         """
         return item_at(self.state["distance"], node, "node")
 
-    @toolgym_tool
+    @tool
     def enqueue(self, node: int) -> str:
         """Add a node at the back of the queue; returns the queue's length.
 
@@ -209,7 +203,7 @@ class ShortestPathEnv(ToolGymEnv):
         self.state["queue"].append(node)
         return json.dumps(len(self.state["queue"]))
 
-    @toolgym_tool
+    @tool
     def dequeue(self) -> str:
         """Remove and return the node at the front of the queue."""
         if not self.state["queue"]:
@@ -287,7 +281,7 @@ class ConnectedComponentsEnv(ToolGymEnv):
             parent[node], node = root, parent[node]
         return root
 
-    @toolgym_tool
+    @tool
     def get_edge(self, index: int) -> str:
         """Read an edge of the graph as [u, v].
 
@@ -296,7 +290,7 @@ class ConnectedComponentsEnv(ToolGymEnv):
         """
         return item_at(self.config["edges"], index)
 
-    @toolgym_tool
+    @tool
     def find(self, node: int) -> str:
         """The root of the set holding a node (each node starts in its own set).
 
@@ -305,7 +299,7 @@ class ConnectedComponentsEnv(ToolGymEnv):
         """
         return json.dumps(self._root(node))
 
-    @toolgym_tool
+    @tool
     def union(self, a: int, b: int) -> str:
         """Join the sets of two nodes; returns true if they were separate, false otherwise.
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from xpgym.envs.toolgym.base import ToolGymEnv, item_at, toolgym_tool
+from xpgym.core.tools.decorator import tool
+from xpgym.envs.toolgym.base import ToolGymEnv, item_at
 
 __all__ = ["HiddenListEnv", "check_int_pairs"]
 
@@ -58,7 +59,7 @@ class HiddenListEnv(ToolGymEnv):
         """The list's length and `extra_visible`."""
         return {"length": len(self.config["numbers"]), **self.extra_visible()}
 
-    @toolgym_tool
+    @tool
     def get_number(self, index: int) -> str:
         """Read the number at a position of the hidden list.
 

@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, check_int_list, draw_length, toolgym_tool
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import check_int_list, draw_length
 from xpgym.envs.toolgym.hidden_list import HiddenListEnv
 
 __all__ = ["SIZES", "KthLargestEnv", "kth_largest"]
@@ -91,7 +92,7 @@ class KthLargestEnv(HiddenListEnv):
             raise ToolError("the heap is empty")
         return self.state["heap"]
 
-    @toolgym_tool
+    @tool
     def heap_push(self, value: int) -> str:
         """Push a value onto the min-heap; returns the heap's size.
 
@@ -101,12 +102,12 @@ class KthLargestEnv(HiddenListEnv):
         heapq.heappush(self.state["heap"], value)
         return json.dumps(len(self.state["heap"]))
 
-    @toolgym_tool
+    @tool
     def heap_pop(self) -> str:
         """Remove and return the heap's smallest value."""
         return json.dumps(heapq.heappop(self._heap()))
 
-    @toolgym_tool
+    @tool
     def heap_peek(self) -> str:
         """The heap's smallest value, without removing it."""
         return json.dumps(self._heap()[0])

@@ -19,14 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import (
-    ToolError,
-    ToolGymEnv,
-    check_int_list,
-    draw_length,
-    item_at,
-    toolgym_tool,
-)
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at
 
 __all__ = ["SIZES", "LargestRectangleEnv", "largest_rectangle"]
 
@@ -82,7 +76,7 @@ class LargestRectangleEnv(ToolGymEnv):
         """`largest_rectangle` of the heights."""
         return largest_rectangle(self.config["heights"])
 
-    @toolgym_tool
+    @tool
     def get_height(self, index: int) -> str:
         """Read the height of one bar.
 
@@ -91,7 +85,7 @@ class LargestRectangleEnv(ToolGymEnv):
         """
         return item_at(self.config["heights"], index)
 
-    @toolgym_tool
+    @tool
     def push_to_stack(self, index: int) -> str:
         """Push a bar index onto the stack; returns the stack size.
 
@@ -103,20 +97,20 @@ class LargestRectangleEnv(ToolGymEnv):
         self.state["stack"].append(index)
         return json.dumps(len(self.state["stack"]))
 
-    @toolgym_tool
+    @tool
     def pop_from_stack(self) -> str:
         """Remove the top index of the stack and return it (an error if the stack is empty)."""
         if not self.state["stack"]:
             raise ToolError("the stack is empty")
         return json.dumps(self.state["stack"].pop())
 
-    @toolgym_tool
+    @tool
     def peek_stack(self) -> str:
         """The top index of the stack, or null if the stack is empty."""
         stack = self.state["stack"]
         return json.dumps(stack[-1] if stack else None)
 
-    @toolgym_tool
+    @tool
     def compute_area(self, height: int, width: int) -> str:
         """The area height * width of a rectangle.
 

@@ -22,14 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import (
-    ToolError,
-    check_index,
-    check_int_list,
-    draw_length,
-    item_at,
-    toolgym_tool,
-)
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import check_index, check_int_list, draw_length, item_at
 from xpgym.envs.toolgym.hidden_list import HiddenListEnv
 
 __all__ = ["SIZES", "LongestIncreasingSubsequenceEnv", "longest_increasing"]
@@ -81,7 +75,7 @@ class LongestIncreasingSubsequenceEnv(HiddenListEnv):
         """`longest_increasing` of the numbers."""
         return longest_increasing(self.config["numbers"])
 
-    @toolgym_tool(name="SetDPCell")
+    @tool(name="SetDPCell")
     def set_dp_cell(self, index: int, value: int) -> str:
         """Write a value into cell `index` of the DP table (one cell per list position).
 
@@ -93,7 +87,7 @@ class LongestIncreasingSubsequenceEnv(HiddenListEnv):
         self.state["dp"][index] = value
         return f"dp[{index}] = {value}"
 
-    @toolgym_tool(name="GetDPCell")
+    @tool(name="GetDPCell")
     def get_dp_cell(self, index: int) -> str:
         """Read cell `index` of the DP table (null if it was never set).
 
@@ -102,7 +96,7 @@ class LongestIncreasingSubsequenceEnv(HiddenListEnv):
         """
         return item_at(self.state["dp"], index)
 
-    @toolgym_tool(name="MaxDPCell")
+    @tool(name="MaxDPCell")
     def max_dp_cell(self) -> str:
         """The largest value written in the DP table so far."""
         written = [value for value in self.state["dp"] if value is not None]

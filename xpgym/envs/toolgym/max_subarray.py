@@ -18,14 +18,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import (
-    ToolError,
-    ToolGymEnv,
-    check_int_list,
-    draw_length,
-    item_at,
-    toolgym_tool,
-)
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at
 
 __all__ = ["SIZES", "MaxSubarrayEnv", "max_subarray_sum"]
 
@@ -76,7 +70,7 @@ class MaxSubarrayEnv(ToolGymEnv):
         """`max_subarray_sum` of the numbers."""
         return max_subarray_sum(self.config["numbers"])
 
-    @toolgym_tool
+    @tool
     def get_number(self, index: int) -> str:
         """Read the number at a position of the list.
 
@@ -85,7 +79,7 @@ class MaxSubarrayEnv(ToolGymEnv):
         """
         return item_at(self.config["numbers"], index)
 
-    @toolgym_tool
+    @tool
     def extend_or_restart(self, value: int) -> str:
         """Set the running sum to max(value, running sum + value), or to value the first
         time; returns the new running sum.
@@ -97,7 +91,7 @@ class MaxSubarrayEnv(ToolGymEnv):
         self.state["running"] = value if running is None else max(value, running + value)
         return json.dumps(self.state["running"])
 
-    @toolgym_tool
+    @tool
     def update_best(self) -> str:
         """Set the best sum to max(best sum, running sum) and return it."""
         running, best = self.state["running"], self.state["best"]
@@ -106,7 +100,7 @@ class MaxSubarrayEnv(ToolGymEnv):
         self.state["best"] = running if best is None else max(best, running)
         return json.dumps(self.state["best"])
 
-    @toolgym_tool
+    @tool
     def get_best(self) -> str:
         """The best sum so far (null before the first UpdateBest)."""
         return json.dumps(self.state["best"])

@@ -22,7 +22,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolError, ToolGymEnv, draw_length, item_at, toolgym_tool
+from xpgym.core.tools.decorator import ToolError, tool
+from xpgym.envs.toolgym.base import ToolGymEnv, draw_length, item_at
 from xpgym.envs.toolgym.hidden_list import check_int_pairs
 
 __all__ = ["SIZES", "MergeIntervalsEnv", "merge_intervals"]
@@ -85,13 +86,13 @@ class MergeIntervalsEnv(ToolGymEnv):
             raise ToolError("the merged list is empty")
         return self.state["merged"][-1]
 
-    @toolgym_tool
+    @tool
     def sort_intervals(self) -> str:
         """Sort the working list of intervals by start (then end)."""
         self.state["intervals"].sort()
         return f"sorted {len(self.state['intervals'])} intervals"
 
-    @toolgym_tool
+    @tool
     def get_interval(self, index: int) -> str:
         """Read the interval at a position of the working list, as [start, end].
 
@@ -100,13 +101,13 @@ class MergeIntervalsEnv(ToolGymEnv):
         """
         return item_at(self.state["intervals"], index)
 
-    @toolgym_tool
+    @tool
     def get_last_merged(self) -> str:
         """The last interval of the merged list, or null if the list is empty."""
         merged = self.state["merged"]
         return json.dumps(merged[-1] if merged else None)
 
-    @toolgym_tool
+    @tool
     def append_merged(self, start: int, end: int) -> str:
         """Append an interval to the merged list; returns the list's length.
 
@@ -119,7 +120,7 @@ class MergeIntervalsEnv(ToolGymEnv):
         self.state["merged"].append([start, end])
         return json.dumps(len(self.state["merged"]))
 
-    @toolgym_tool
+    @tool
     def extend_last_merged(self, end: int) -> str:
         """Set the last merged interval's end to the larger of its end and `end`; returns it.
 
@@ -130,7 +131,7 @@ class MergeIntervalsEnv(ToolGymEnv):
         last[1] = max(last[1], end)
         return json.dumps(last)
 
-    @toolgym_tool
+    @tool
     def list_merged(self) -> str:
         """The whole merged list."""
         return json.dumps(self.state["merged"])

@@ -19,7 +19,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at, toolgym_tool
+from xpgym.core.tools.decorator import tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at
 
 __all__ = ["SIZES", "ModeFindingEnv"]
 
@@ -63,7 +64,7 @@ class ModeFindingEnv(ToolGymEnv):
         counts = Counter(self.config["numbers"])
         return min(counts, key=lambda value: (-counts[value], value))
 
-    @toolgym_tool
+    @tool
     def get_element(self, index: int) -> str:
         """Read the number at a position of the list.
 
@@ -72,7 +73,7 @@ class ModeFindingEnv(ToolGymEnv):
         """
         return item_at(self.config["numbers"], index)
 
-    @toolgym_tool
+    @tool
     def increment_counter(self, value: int) -> str:
         """Add one to the counter of a number (counters start at 0); returns its new count.
 
@@ -83,7 +84,7 @@ class ModeFindingEnv(ToolGymEnv):
         counters[str(value)] = counters.get(str(value), 0) + 1
         return json.dumps(counters[str(value)])
 
-    @toolgym_tool
+    @tool
     def list_counters(self) -> str:
         """Every counter so far, as a JSON object {number: count}."""
         return json.dumps(self.state["counters"])

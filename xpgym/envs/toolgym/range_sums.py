@@ -21,7 +21,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import check_index, check_int_list, draw_length, item_at, toolgym_tool
+from xpgym.core.tools.decorator import tool
+from xpgym.envs.toolgym.base import check_index, check_int_list, draw_length, item_at
 from xpgym.envs.toolgym.hidden_list import HiddenListEnv, check_int_pairs
 
 __all__ = ["SIZES", "RangeSumQueriesEnv", "range_sums"]
@@ -92,7 +93,7 @@ class RangeSumQueriesEnv(HiddenListEnv):
         """`range_sums` of the numbers and queries."""
         return range_sums(self.config["numbers"], self.config["queries"])
 
-    @toolgym_tool
+    @tool
     def set_prefix(self, index: int, value: int) -> str:
         """Write a value into cell `index` of the prefix table (cells 0..length).
 
@@ -104,7 +105,7 @@ class RangeSumQueriesEnv(HiddenListEnv):
         self.state["prefix"][index] = value
         return f"prefix[{index}] = {value}"
 
-    @toolgym_tool
+    @tool
     def get_prefix(self, index: int) -> str:
         """Read cell `index` of the prefix table (null if it was never set).
 

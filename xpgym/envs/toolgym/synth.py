@@ -28,7 +28,7 @@ from typing import Any
 
 from xpgym.core.registry import make
 from xpgym.envs.toolgym import from_task_string
-from xpgym.envs.toolgym.base import parse_task_string
+from xpgym.envs.toolgym.formats import parse_task_string
 
 __all__ = [
     "Filters",
@@ -140,7 +140,7 @@ def generated_tasks(env_ids: Iterable[str], seeds: int) -> Iterator[tuple[str, i
         env = make(env_id)
         for seed in range(seeds):
             _, info = env.reset(seed=seed)
-            yield env_id, seed, info["task"]
+            yield env_id, seed, str(info["task"])
         env.close()
 
 

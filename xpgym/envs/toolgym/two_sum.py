@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at, toolgym_tool
+from xpgym.core.tools.decorator import tool
+from xpgym.envs.toolgym.base import ToolGymEnv, check_int_list, draw_length, item_at
 
 __all__ = ["SIZES", "TwoSumEnv", "first_pair"]
 
@@ -81,7 +82,7 @@ class TwoSumEnv(ToolGymEnv):
         """`first_pair` of the config."""
         return first_pair(self.config["numbers"], self.config["target"])
 
-    @toolgym_tool
+    @tool
     def get_number(self, index: int) -> str:
         """Read the number at a position of the list.
 
@@ -90,7 +91,7 @@ class TwoSumEnv(ToolGymEnv):
         """
         return item_at(self.config["numbers"], index)
 
-    @toolgym_tool
+    @tool
     def subtract(self, a: int, b: int) -> str:
         """The difference a - b.
 
@@ -100,7 +101,7 @@ class TwoSumEnv(ToolGymEnv):
         """
         return json.dumps(a - b)
 
-    @toolgym_tool
+    @tool
     def store_index(self, value: int, index: int) -> str:
         """Remember the index of a value in the map (a value keeps its first stored index).
 
@@ -111,7 +112,7 @@ class TwoSumEnv(ToolGymEnv):
         stored = self.state["index_of"].setdefault(str(value), index)
         return f"{value} -> {stored}"
 
-    @toolgym_tool
+    @tool
     def lookup_index(self, value: int) -> str:
         """The index stored for a value, or -1 if none was stored.
 
