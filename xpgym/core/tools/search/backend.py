@@ -4,7 +4,7 @@
 A backend answers ``search(query, top_k) -> list[SearchHit]``, best first. Backend failures
 (timeout, connection refused, an HTTP error status, a malformed response) raise `SearchError`
 inside the backend; `xpgym.core.tools.search.tool.SearchTool` turns them into a failed call
-with the infrastructure marker (not the policy's fault).
+with the infrastructure marker (`xpgym.core.errors`).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ Backends (`xpgym.core.tools.search.backend.SearchBackend`): the local tantivy in
 (`xpgym.core.tools.search.client`). A backend failure (`SearchError`) or any exception a
 backend raises becomes ``ToolResult(ok=False)`` with ``info["exit_reason"]`` (the error's
 `reason`, or ``"error"``) and the infrastructure marker ``info["infra_error"]``
-(`xpgym.core.errors`: not the policy's fault).
+(`xpgym.core.errors`).
 
 Caching and threads
 -------------------
