@@ -12,7 +12,7 @@
     python scripts/bench_viewer.py [--episodes 10000] [--env game:GuessTheNumber-v0-easy]
 
 Writes ``--out`` (default ``results/viewer/bench.json``) and prints it. Timings depend on the
-machine and its load; docs/viewer.md records a measured run.
+machine and its load; docs/benchmarks.md ("Trajectory viewer") records measured runs.
 """
 
 from __future__ import annotations

@@ -70,7 +70,7 @@ Then:
        python scripts/record_golden.py toolgym:Name-v0-easy --seed 0 --oracle-actions 4 \
            --action '{"name": "Observe", "parameters": {"extra": 1}}'
 
-4. refresh the README table: ``python scripts/update_env_table.py``.
+4. refresh the env tables (docs/envs.md and the README): ``python scripts/update_env_table.py``.
 
 Env names taken by brief F: ClosestToK, ModeFinding, EditDistance, LargestRectangle,
 TwoSum, MaxSubarray, BalancedBrackets. Brief G takes other names.
