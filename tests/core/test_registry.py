@@ -435,6 +435,11 @@ def test_make_vec_rejects_num_envs_that_disagrees_with_the_ids():
         make_vec(["game:GuessTheNumber-v0"] * 2, 3)
 
 
+def test_make_vec_refuses_a_multi_agent_env():
+    with pytest.raises(TypeError, match=r"single-agent envs.*MultiAgentEnv"):
+        make_vec("multiagent:TicTacToe-v0", 2)
+
+
 def test_make_vec_rejects_a_wrong_number_of_kwargs_mappings():
     with pytest.raises(ValueError, match="1 env_kwargs mappings for 2 sub-envs"):
         make_vec("game:GuessTheNumber-v0", 2, env_kwargs=[{}])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import multiprocessing
+import os
 import signal
 import threading
 import time
@@ -324,6 +325,36 @@ def test_same_step_resets_the_sub_envs_of_a_replaced_worker_in_that_step():
         obs, _, _, trunc, _ = vec.step(["a", "a"])
         assert obs == ["turn=1 last=a"] * 2  # fresh episodes: the loss is not reported again
         assert not trunc.any()
+
+
+def test_set_attr_after_a_failed_step_reaches_the_rebuilt_sub_env(backend):
+    with backend(toy_fns(2), autoreset_mode="NextStep") as vec:
+        vec.reset(seed=0)
+        vec.step(["x", "raise"])  # sub-env 1 is discarded, to be rebuilt
+        vec.set_attr("episode_length", 1)
+        vec.step(["x", "x"])  # NEXT_STEP: sub-env 1 is reset
+        _, _, term, _, _ = vec.step(["x", "x"])
+        assert term[1]
+
+
+@pytest.mark.parametrize("operation", ["get_attr", "call", "get_states"])
+def test_reading_a_sub_env_discarded_after_a_failed_step_reads_its_rebuilt_env(backend, operation):
+    with backend(toy_fns(2), autoreset_mode="NextStep") as vec:
+        vec.reset(seed=0)
+        vec.step(["x", "raise"])
+        if operation == "get_states":
+            assert vec.get_states([1])[0]["turn"] == 0
+        else:
+            assert getattr(vec, operation)("episode_length") == (3, 3)
+
+
+def dies_while_built() -> ToyEnv:
+    os._exit(3)
+
+
+def test_process_backend_reports_a_worker_that_dies_while_building_its_sub_envs():
+    with pytest.raises(SubEnvError, match="construction: worker 0: died"):
+        ProcessVectorEnv([dies_while_built])
 
 
 class BadReset(ToyEnv):

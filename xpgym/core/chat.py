@@ -135,8 +135,9 @@ def encode_prompt(
         raise (ValueError if isinstance(prompt, (list, tuple)) else TypeError)(
             f"a prompt is token ids, text or chat messages, got {prompt!r:.80}"
         )
-    if all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        return [int(t) for t in prompt]
+    ids = [t for t in prompt if isinstance(t, int) and not isinstance(t, bool)]
+    if len(ids) == len(prompt):
+        return [int(t) for t in ids]
     if all(isinstance(m, dict) for m in prompt):
         rendered = tokenizer.apply_chat_template(
             list(prompt),

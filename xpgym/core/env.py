@@ -25,7 +25,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 import numpy as np
 
@@ -138,7 +138,9 @@ def make_np_random(seed: int | None = None) -> tuple[np.random.Generator, int]:
         ValueError: if `seed` is negative or not an integer.
     """
     if seed is None:
-        seed = int(np.random.SeedSequence().entropy % (2**63))  # OS entropy, not global state
+        # OS entropy, not global state; a SeedSequence made without entropy draws an int.
+        entropy = cast(int, np.random.SeedSequence().entropy)
+        seed = int(entropy % (2**63))
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
     seed = int(seed)
@@ -183,7 +185,7 @@ def _enforce_step(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
             self._xpgym_running = False
         return result
 
-    checked_step._xpgym_enforced = True  # type: ignore[attr-defined]
+    checked_step._xpgym_enforced = True  # type: ignore[attr-defined]  # a function attribute
     return checked_step
 
 
@@ -194,7 +196,7 @@ def _enforce_reset(reset: Callable[..., tuple[Any, dict]]) -> Callable[..., tupl
         self._xpgym_running = True
         return result
 
-    checked_reset._xpgym_enforced = True  # type: ignore[attr-defined]
+    checked_reset._xpgym_enforced = True  # type: ignore[attr-defined]  # a function attribute
     return checked_reset
 
 
@@ -204,11 +206,16 @@ def _enforce_set_state(set_state: Callable[..., None]) -> Callable[..., None]:
         set_state(self, state)
         self._xpgym_running = True
 
-    checked_set_state._xpgym_enforced = True  # type: ignore[attr-defined]
+    checked_set_state._xpgym_enforced = True  # type: ignore[attr-defined]  # a function attribute
     return checked_set_state
 
 
-_ENFORCERS = {"step": _enforce_step, "reset": _enforce_reset, "set_state": _enforce_set_state}
+_Enforcer = Callable[[Callable[..., Any]], Callable[..., Any]]
+_ENFORCERS: dict[str, _Enforcer] = {
+    "step": _enforce_step,
+    "reset": _enforce_reset,
+    "set_state": _enforce_set_state,
+}
 
 
 class EnvCore:
@@ -317,6 +324,7 @@ class Env(EnvCore, Generic[ObsType]):
             `(observation, info)`: the first observation (a `str` for text envs) and a dict.
         """
         self._reseed(seed)
+        # The base has no observation to give; every subclass returns its own.
         return None, {}  # type: ignore[return-value]
 
     def step(self, action: str) -> tuple[ObsType, float, bool, bool, dict[str, Any]]:
@@ -404,8 +412,10 @@ class Wrapper(Env[ObsType]):
         return getattr(self.env, name)
 
     # `spec` and `metadata` are class attributes on Env, so __getattr__ would not reach them.
+    # A read-only property over a writable class attribute is an [override] to mypy; here it
+    # is the point: the wrapper reports its inner env's value.
     @property
-    def spec(self) -> EnvSpec | None:  # type: ignore[override]
+    def spec(self) -> EnvSpec | None:
         return self.env.spec
 
     @spec.setter
@@ -413,11 +423,11 @@ class Wrapper(Env[ObsType]):
         self.env.spec = value
 
     @property
-    def metadata(self) -> dict[str, Any]:  # type: ignore[override]
+    def metadata(self) -> dict[str, Any]:  # type: ignore[override]  # see above
         return self.env.metadata
 
     @property
-    def allows_step_after_done(self) -> bool:  # type: ignore[override]
+    def allows_step_after_done(self) -> bool:  # type: ignore[override]  # see above
         return self.env.allows_step_after_done
 
     def reset(
@@ -452,7 +462,7 @@ class Wrapper(Env[ObsType]):
         self.env.close()
 
     @property
-    def np_random(self) -> np.random.Generator:  # type: ignore[override]
+    def np_random(self) -> np.random.Generator:
         return self.env.np_random
 
     @np_random.setter
@@ -460,7 +470,7 @@ class Wrapper(Env[ObsType]):
         self.env.np_random = value
 
     @property
-    def np_random_seed(self) -> int | None:  # type: ignore[override]
+    def np_random_seed(self) -> int | None:
         return self.env.np_random_seed
 
     @property

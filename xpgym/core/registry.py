@@ -26,7 +26,7 @@ import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from xpgym.core.env import ENV_ID_PATTERN, Env, EnvCore, EnvSpec
 
@@ -58,6 +58,7 @@ class UnknownEnvError(KeyError):
 
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 registry: dict[str, EnvSpec] = {}
 """All registered specs by id. Read it through `spec` and `list_envs`."""
@@ -246,8 +247,11 @@ def _lookup(env_id: str) -> EnvSpec:
     raise UnknownEnvError(f"unknown env id {env_id!r}{hint} (see `python -m xpgym list`)")
 
 
-def load_entry_point(entry_point: str | Callable[..., Env]) -> Callable[..., Env]:
-    """Import a ``"module:Attr"`` entry point (or return a callable unchanged)."""
+def load_entry_point(entry_point: str | Callable[..., _T]) -> Callable[..., _T]:
+    """Import a ``"module:Attr"`` entry point (or return a callable unchanged).
+
+    What an imported attribute returns is not checked here; callers check what they get.
+    """
     if not isinstance(entry_point, str):
         return entry_point
     module_name, _, attr_path = entry_point.partition(":")
@@ -323,6 +327,12 @@ def _make_wrapped(
     env_spec: EnvSpec, wrappers: Sequence[Callable[[Env], Env]], kwargs: Mapping[str, Any]
 ) -> Env:
     env = make_from_spec(env_spec, **kwargs)
+    if not isinstance(env, Env):
+        env.close()
+        raise TypeError(
+            f"make_vec builds single-agent envs; {env_spec.id!r} is a {type(env).__name__} "
+            "(a MultiAgentEnv): make it with xpgym.make and step it with a dict of actions"
+        )
     for wrap in wrappers:
         env = wrap(env)
     return env

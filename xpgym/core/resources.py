@@ -46,7 +46,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar, cast
 
 __all__ = [
     "AcquireTimeoutError",
@@ -61,6 +61,12 @@ logger = logging.getLogger(__name__)
 R = TypeVar("R")
 _DEFAULT: Any = object()
 _lease_ids = itertools.count(1)
+
+
+class _Resettable(Protocol):
+    """A resource with its own ``reset()`` (what a pool without ``reset=`` calls)."""
+
+    def reset(self) -> object: ...
 
 
 class PoolClosedError(RuntimeError):
@@ -349,7 +355,7 @@ class ResourcePool(Generic[R]):
             if self.reset_fn is not None:
                 self.reset_fn(resource)
             else:
-                resource.reset()  # type: ignore[attr-defined]
+                cast(_Resettable, resource).reset()  # _make refuses one without reset()
         except Exception:
             logger.warning("%s: reset failed; closing the resource", self.name, exc_info=True)
             self._close_quietly(resource)
@@ -401,8 +407,8 @@ class ResourcePool(Generic[R]):
         try:
             if self.close_fn is not None:
                 self.close_fn(resource)
-            elif callable(getattr(resource, "close", None)):
-                resource.close()  # type: ignore[attr-defined]
+            elif callable(close := getattr(resource, "close", None)):
+                close()
         except Exception:
             logger.warning("%s: closing a resource failed", self.name, exc_info=True)
 

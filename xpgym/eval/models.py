@@ -30,17 +30,33 @@ from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from xpgym.eval.policy_adapters import BatchingPolicy
 from xpgym.rollout.policies import ConcurrentPolicy
 
-__all__ = ["ENV_POLICY_SPECS", "ModelSpec", "SamplingSettings", "build_policy", "parse_model_spec"]
+__all__ = [
+    "ENV_POLICY_SPECS",
+    "ClosablePolicy",
+    "ModelSpec",
+    "SamplingSettings",
+    "build_policy",
+    "parse_model_spec",
+]
 
 ENV_POLICY_SPECS = ("random", "scripted")
 """Two names of one spec: the env's own ``sample_random_action`` plays (kind ``"env"``)."""
 
 ModelKind = Literal["openai", "vllm", "hf", "env"]
+
+
+class ClosablePolicy(ConcurrentPolicy, Protocol):
+    """A `ConcurrentPolicy` with a ``close()`` that releases what it holds (threads,
+    connections); the runner calls it once the run ends."""
+
+    def close(self) -> None:
+        """Release the policy's threads and connections; safe to call twice."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -120,7 +136,7 @@ def parse_model_spec(text: str) -> ModelSpec:
     return ModelSpec(text, "hf", target=text)
 
 
-def build_policy(spec: ModelSpec, settings: SamplingSettings) -> ConcurrentPolicy:
+def build_policy(spec: ModelSpec, settings: SamplingSettings) -> ClosablePolicy:
     """The concurrent policy of a model spec (loads the model for ``hf`` and ``vllm``).
 
     Raises:
@@ -147,18 +163,18 @@ def build_policy(spec: ModelSpec, settings: SamplingSettings) -> ConcurrentPolic
     if spec.kind == "vllm":
         from xpgym.rollout.policies.vllm import VLLMPolicy
 
-        policy = VLLMPolicy.from_model(
+        engine = VLLMPolicy.from_model(
             spec.target,
             max_new_tokens=settings.max_new_tokens,
             temperature=settings.temperature,
             top_p=settings.top_p,
             seed=settings.seed,
         )
-        return BatchingPolicy(policy, max_batch=settings.concurrency)
+        return BatchingPolicy(engine, max_batch=settings.concurrency)
     if spec.kind == "hf":
         from xpgym.rollout.policies.hf import HFPolicy
 
-        policy = HFPolicy.from_pretrained(
+        model = HFPolicy.from_pretrained(
             spec.target,
             device=settings.device,
             max_new_tokens=settings.max_new_tokens,
@@ -166,5 +182,5 @@ def build_policy(spec: ModelSpec, settings: SamplingSettings) -> ConcurrentPolic
             top_p=settings.top_p,
             seed=settings.seed,
         )
-        return BatchingPolicy(policy, max_batch=settings.concurrency)
+        return BatchingPolicy(model, max_batch=settings.concurrency)
     raise ValueError(f"{spec.text!r} is not built once per run: bind a RandomPolicy to each env")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from xpgym.core.multiagent import MultiAgentEnv
-from xpgym.core.registry import make
+from xpgym.core.registry import make, make_vec
 from xpgym.core.vector.base import AutoresetMode, derive_seeds
 from xpgym.core.vector.sync import SyncVectorEnv
 from xpgym.eval.metrics import episode_result
@@ -199,9 +199,7 @@ def make_play_env(env_id: str, agents: list[str] | None) -> Any:
             `MultiAgentEnv` itself.
     """
     if agents is None:
-        return SyncVectorEnv(
-            [functools.partial(make, env_id)], autoreset_mode=AutoresetMode.DISABLED
-        )
+        return make_vec(env_id, 1, vector_kwargs={"autoreset_mode": AutoresetMode.DISABLED})
     return make(env_id)
 
 

@@ -455,7 +455,7 @@ class Evaluation:
                 continue
             logger.info("loading %s", text)
             policy = build_policy(model_spec, settings)
-            stack.callback(policy.close)  # type: ignore[attr-defined]
+            stack.callback(policy.close)
             policies[text] = policy
         return policies
 

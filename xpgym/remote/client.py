@@ -185,13 +185,14 @@ class RemoteEnv(Env[str]):
         self.env_kwargs = env_kwargs
         self.session_id: str | None = None
         self._parts = parts
+        self._host: str = parts.hostname
         self._conn: http.client.HTTPConnection | None = None
         self._conn_used = 0.0
         self._keep_alive = 5.0  # uvicorn's default until the server tells us its own
         self._lock = threading.Lock()
         self._steps = 0
-        self._last_obs: str | None = None
-        self.metadata = {}
+        self._last_obs = ""  # set by every reset, which a step needs first
+        self._metadata: dict[str, Any] = {}
 
     # -- pickling ------------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
@@ -201,12 +202,22 @@ class RemoteEnv(Env[str]):
     def __setstate__(self, state: dict[str, Any]) -> None:
         spec = state.pop("_spec", None)
         kwargs = state.pop("env_kwargs")
-        self.__init__(**state, **kwargs)  # type: ignore[misc]
+        # The pickled options are __init__'s arguments: running it again rebuilds the rest.
+        self.__init__(**state, **kwargs)  # type: ignore[misc]  # __init__ on an instance
         if spec is not None:
             self.spec = spec
 
     @property
-    def spec(self) -> EnvSpec | None:  # type: ignore[override]
+    def metadata(self) -> dict[str, Any]:  # type: ignore[override]  # read-only on purpose
+        """The remote env's metadata, as its server reported it (empty before a session).
+
+        A read-only property over `Env.metadata` (a class attribute): each client shows its
+        own remote env's.
+        """
+        return self._metadata
+
+    @property
+    def spec(self) -> EnvSpec | None:
         """The spec `make` built this env from; a ``token`` in its kwargs is a `SecretStr`."""
         return self.__dict__.get("_spec")
 
@@ -303,7 +314,7 @@ class RemoteEnv(Env[str]):
                 "POST", "/sessions", {"env_id": self.env_id, "kwargs": self.env_kwargs}
             )
             self.session_id = reply["session_id"]
-            self.metadata = reply.get("metadata") or {}
+            self._metadata = reply.get("metadata") or {}
             self._keep_alive = float(reply.get("keep_alive", self._keep_alive))
         return self._request("POST", f"/sessions/{self.session_id}/{op}", body)
 
@@ -326,7 +337,7 @@ class RemoteEnv(Env[str]):
                 if self._parts.scheme == "https"
                 else http.client.HTTPConnection
             )
-            self._conn = cls(self._parts.hostname, self._parts.port, timeout=self.connect_timeout)
+            self._conn = cls(self._host, self._parts.port, timeout=self.connect_timeout)
             self._conn.connect()
             self._conn.sock.settimeout(self.timeout)
         return self._conn

@@ -98,14 +98,20 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
 from xpgym.core import chat
 from xpgym.core.trajectory import Episode
 from xpgym.core.vector.base import AutoresetMode, SubEnvError, VectorEnv, derive_seeds
-from xpgym.rollout.policies import ContextLengthError, Generation, Policy, PolicyError
+from xpgym.rollout.policies import (
+    ConcurrentPolicy,
+    ContextLengthError,
+    Generation,
+    Policy,
+    PolicyError,
+)
 from xpgym.rollout.recorder import EpisodeRecorder, TurnLimit
 
 __all__ = ["PromptMode", "RolloutCollector", "collect_episodes"]
@@ -144,7 +150,7 @@ class _Run:
     work: _Work
     recorder: EpisodeRecorder
     observation: Any
-    prompt: chat.Prompt | None = None
+    prompt: chat.Prompt
     prompt_ids: list[int] | None = None
     messages: list[chat.Message] | None = None
     in_flight: bool = False
@@ -210,20 +216,22 @@ class RolloutCollector:
                 prompt_mode = "tokens"
             else:
                 prompt_mode = "observation"
-        if prompt_mode == "tokens" and self.tokenizer is None:
-            raise ValueError(
-                f"prompt_mode='tokens' needs a policy with a tokenizer; {type(policy).__name__} "
-                "has none (use prompt_mode='messages' or 'observation')"
-            )
         self.prompt_mode: PromptMode = prompt_mode
         if max_prompt_tokens is None:
             max_prompt_tokens = getattr(policy, "max_prompt_tokens", None)
         self.max_prompt_tokens = max_prompt_tokens
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
-        if prompt_builder is None and prompt_mode == "tokens":
-            prompt_builder = chat.ChatPromptBuilder(
-                self.tokenizer, chat_template_kwargs=self.chat_template_kwargs
-            )
+        if prompt_mode == "tokens":
+            if self.tokenizer is None:
+                raise ValueError(
+                    f"prompt_mode='tokens' needs a policy with a tokenizer; "
+                    f"{type(policy).__name__} has none (use prompt_mode='messages' or "
+                    "'observation')"
+                )
+            if prompt_builder is None:
+                prompt_builder = chat.ChatPromptBuilder(
+                    self.tokenizer, chat_template_kwargs=self.chat_template_kwargs
+                )
         self.prompt_builder = prompt_builder
         self.env_id = env_id
         self.concurrent = callable(getattr(policy, "submit", None))
@@ -287,8 +295,9 @@ class RolloutCollector:
             finally:
                 for future in pending:
                     future.cancel()
-        assert all(e is not None for e in state.results)
-        return state.results  # type: ignore[return-value]
+        episodes = [episode for episode in state.results if episode is not None]
+        assert len(episodes) == num_episodes  # the loop runs until every slot is filled
+        return episodes
 
     # -- starting episodes ---------------------------------------------------------------
     def _sub_env_kinds(self) -> list[str]:
@@ -308,7 +317,7 @@ class RolloutCollector:
             leaders: list[tuple[int, _Work]] = []
             members: list[tuple[int, _Work]] = []
             waiting: deque[_Work] = deque()
-            starting = {}  # group -> kind, for leaders placed in this round
+            starting: dict[int, str] = {}  # group -> kind, for leaders placed in this round
             while state.queue and state.free:
                 work = state.queue.popleft()
                 group = state.groups[work.group]
@@ -318,12 +327,12 @@ class RolloutCollector:
                     starting[work.group] = self._kinds[i]
                     leaders.append((i, work))
                     continue
-                i = next((i for i in state.free if self._kinds[i] == kind), None)
-                if i is None:  # no free sub-env of this group's env; wait for one
+                same_kind = next((j for j in state.free if self._kinds[j] == kind), None)
+                if same_kind is None:  # no free sub-env of this group's env; wait for one
                     waiting.append(work)
                     continue
-                state.free.remove(i)
-                members.append((i, work))
+                state.free.remove(same_kind)
+                members.append((same_kind, work))
             state.queue.extendleft(reversed(waiting))
             if not leaders and not members:
                 return
@@ -400,17 +409,17 @@ class RolloutCollector:
             system_prompt=self.system_prompt,
         )
         observation = copy.deepcopy(group.observation)  # members never share message lists
-        run = _Run(work=work, recorder=recorder, observation=observation)
-        state.runs[i] = run
+        prompt: chat.Prompt
+        prompt_ids = messages = None
         if self.prompt_mode == "tokens":
             assert self.prompt_builder is not None
-            run.prompt_ids = self.prompt_builder.start(recorder.first_messages(observation))
-            run.prompt = run.prompt_ids
+            prompt = prompt_ids = self.prompt_builder.start(recorder.first_messages(observation))
         elif self.prompt_mode == "messages":
-            run.messages = recorder.first_messages(observation)
-            run.prompt = [dict(m) for m in run.messages]
+            messages = recorder.first_messages(observation)
+            prompt = [dict(m) for m in messages]
         else:
-            run.prompt = observation
+            prompt = observation
+        state.runs[i] = _Run(work, recorder, observation, prompt, prompt_ids, messages)
         self._check_context(state, i)
 
     # -- prompts -------------------------------------------------------------------------
@@ -444,7 +453,6 @@ class RolloutCollector:
         if run.prompt_ids is not None:
             length = len(run.prompt_ids)
         elif self.tokenizer is not None:
-            assert run.prompt is not None
             length = len(chat.encode_prompt(self.tokenizer, run.prompt, self.chat_template_kwargs))
         else:
             return
@@ -469,7 +477,7 @@ class RolloutCollector:
         if not ready:
             return {}
         prompts = [state.runs[i].prompt for i in ready]
-        generations = self.policy.generate(prompts)  # type: ignore[arg-type]
+        generations = self.policy.generate(prompts)
         if not isinstance(generations, list) or len(generations) != len(prompts):
             raise PolicyError(
                 f"{type(self.policy).__name__}.generate returned "
@@ -482,7 +490,8 @@ class RolloutCollector:
         self, state: _Collection, pending: dict[Future[Generation], int]
     ) -> dict[int, Generation]:
         """Submit every waiting sub-env's prompt; return the results that are ready first."""
-        submit = self.policy.submit  # type: ignore[attr-defined]
+        # Only called when `self.concurrent`: the policy has a callable `submit`.
+        submit = cast(ConcurrentPolicy, self.policy).submit
         for i in sorted(state.runs):
             run = state.runs[i]
             if not run.in_flight:

@@ -225,7 +225,7 @@ class EpisodeRecorder:
         """
         self._check_running()
         if not self.episode.turns:
-            empty = [] if prompt_ids is not None else None
+            known = prompt_ids is not None
             self.episode.turns.append(
                 Turn(
                     observation=observation,
@@ -234,8 +234,8 @@ class EpisodeRecorder:
                     truncated=True,
                     info={"truncated_reason": "context", "generation_skipped": True},
                     prompt_ids=prompt_ids,
-                    response_ids=empty,
-                    response_logprobs=empty,
+                    response_ids=[] if known else None,
+                    response_logprobs=[] if known else None,
                 )
             )
         self._end(truncated_reason="context")

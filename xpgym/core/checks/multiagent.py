@@ -25,6 +25,7 @@ Transcripts, snapshots and the shared checks are compared and reported as in `ch
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from typing import Any
@@ -220,7 +221,7 @@ def _probe_invalid_actions(env: Any, active: list[str], at: str) -> None:
         expect_raises(
             fail,
             ValueError,
-            lambda other=other: env.step({**valid, other: ""}),
+            functools.partial(env.step, {**valid, other: ""}),
             f"{at}: step() with an action for {other!r}, who may not act now",
         )
     not_text = {**valid, active[0]: 123}

@@ -162,7 +162,8 @@ def _second_instance(env: Env) -> tuple[Env | None, bool]:
             from xpgym.core.registry import make_from_spec
 
             fresh = make_from_spec(spec)
-            if _wrapper_types(fresh) == _wrapper_types(env):  # not wrapped after make
+            # not wrapped after make (nor, oddly, a different kind of env)
+            if isinstance(fresh, Env) and _wrapper_types(fresh) == _wrapper_types(env):
                 return fresh, True
             fresh.close()
         how = "copy.deepcopy"
@@ -331,7 +332,7 @@ def _check_non_str_action_raises(env: Env, seed: int) -> None:
         expect_raises(
             _failer(env),
             TypeError,
-            lambda action=action: env.step(action),  # type: ignore[arg-type]
+            functools.partial(env.step, action),  # type: ignore[arg-type]  # not a str, on purpose
             f"step({action!r})",
             " (actions are str)",
         )

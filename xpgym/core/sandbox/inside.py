@@ -549,9 +549,11 @@ def _fresh_std_streams() -> None:
         buffered = io.BufferedReader(raw) if mode == "r" else io.BufferedWriter(raw)
         return io.TextIOWrapper(buffered, encoding="utf-8", **kwargs)
 
-    sys.stdin = sys.__stdin__ = stream(0, "r", errors="strict")
-    sys.stdout = sys.__stdout__ = stream(1, "w", errors="strict", line_buffering=True)
-    sys.stderr = sys.__stderr__ = stream(2, "w", errors="backslashreplace", line_buffering=True)
+    sys.stdin = stream(0, "r", errors="strict")
+    sys.stdout = stream(1, "w", errors="strict", line_buffering=True)
+    sys.stderr = stream(2, "w", errors="backslashreplace", line_buffering=True)
+    # typeshed declares sys.__std*__ Final; this child is a fresh interpreter, so they are these.
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = sys.stdin, sys.stdout, sys.stderr  # type: ignore[misc]
 
 
 def _exec_main(code: str) -> int:
@@ -589,7 +591,7 @@ def _finalize(status: int) -> int:
     import atexit
 
     try:
-        threading._shutdown()  # type: ignore[attr-defined]
+        threading._shutdown()  # type: ignore[attr-defined]  # private, as the interpreter calls it
     except SystemExit as exc:
         status = _system_exit_status(exc)
     except BaseException:

@@ -348,8 +348,9 @@ class MCPToolset:
     def _wait_ready(
         self, ready: concurrent.futures.Future[list[Any]], timeout_s: float
     ) -> list[Any]:
+        watched: list[concurrent.futures.Future[Any]] = [ready, self._main]
         done, _ = concurrent.futures.wait(
-            [ready, self._main], timeout=timeout_s, return_when=concurrent.futures.FIRST_COMPLETED
+            watched, timeout=timeout_s, return_when=concurrent.futures.FIRST_COMPLETED
         )
         if ready in done:
             return ready.result()

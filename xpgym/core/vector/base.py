@@ -130,7 +130,8 @@ class SubEnv:
     """One sub-env and its last observation, wherever it runs (thread or worker process).
 
     Executes the operations the vector env decided on; it makes no decisions itself.
-    A failed step discards the env; it is rebuilt from `env_fn` by the next reset.
+    A failed step discards the env; it is rebuilt from `env_fn` by the next operation that
+    needs it (the reset that follows, or a `call`, `get_attr` or `set_attr` before it).
     """
 
     __slots__ = ("env", "env_fn", "last_obs")
@@ -140,11 +141,15 @@ class SubEnv:
         self.env: Env | None = env_fn() if build else None
         self.last_obs: Any = None
 
-    def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
-        """Reset (building the env first if it was discarded); raises what `reset` raises."""
+    def live(self) -> Env:
+        """The env, built from `env_fn` first if it was discarded (or not built yet)."""
         if self.env is None:
             self.env = self.env_fn()
-        obs, info = self.env.reset(seed=seed, options=options)
+        return self.env
+
+    def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict]:
+        """Reset (building the env first if it was discarded); raises what `reset` raises."""
+        obs, info = self.live().reset(seed=seed, options=options)
         self.last_obs = obs
         return obs, info
 
@@ -173,14 +178,14 @@ class SubEnv:
         return self.last_obs, 0.0, False, True, error_info(exc)
 
     def call(self, name: str, args: tuple, kwargs: dict) -> Any:
-        attr = getattr(self.env, name)
+        attr = getattr(self.live(), name)
         return attr(*args, **kwargs) if callable(attr) else attr
 
     def get_attr(self, name: str) -> Any:
-        return getattr(self.env, name)
+        return getattr(self.live(), name)
 
     def set_attr(self, name: str, value: Any) -> None:
-        setattr(_owner_of(self.env, name), name, value)  # type: ignore[arg-type]
+        setattr(_owner_of(self.live(), name), name, value)
 
     def abandoned(self) -> SubEnv:
         """A replacement for this sub-env while a thread is stuck in its env: same factory
@@ -356,10 +361,10 @@ class VectorEnv:
 
         observations = [result[0] for result in results]
         rewards = np.array([result[1] for result in results], dtype=np.float64)
-        terminated = np.array([result[2] for result in results], dtype=np.bool_)
-        truncated = np.array([result[3] for result in results], dtype=np.bool_)
+        terminations = np.array([result[2] for result in results], dtype=np.bool_)
+        truncations = np.array([result[3] for result in results], dtype=np.bool_)
         infos = [result[4] for result in results]
-        return observations, rewards, terminated, truncated, infos
+        return observations, rewards, terminations, truncations, infos
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method `name` on every sub-env (or read it, if not callable); one result each.
@@ -444,9 +449,11 @@ class VectorEnv:
     def _seed_list(self, seed: int | Sequence[int | None] | None) -> list[int | None]:
         if seed is None:
             return [None] * self.num_envs
-        if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        if isinstance(seed, bool):
+            raise TypeError(f"seed must be an int, a sequence of them or None, got {seed!r}")
+        if isinstance(seed, (int, np.integer)):
             return list(derive_seeds(int(seed), self.num_envs))
-        seeds = list(seed)  # type: ignore[arg-type]
+        seeds = list(seed)
         if len(seeds) != self.num_envs:
             raise ValueError(f"got {len(seeds)} seeds for {self.num_envs} sub-envs")
         return seeds

@@ -137,12 +137,14 @@ class WorkSharingPool:
         me = threading.current_thread()
         while True:
             with self._cond:
-                while not self._stopping and not (self._batch and self._batch.has_pending()):
+                while not self._stopping:
+                    batch = self._batch
+                    if batch is not None and batch.has_pending():
+                        break
                     self._cond.wait()
-                if self._stopping:
+                else:
                     return
-                batch = self._batch
-            self._drain(batch, wake_helpers=True)  # type: ignore[arg-type]
+            self._drain(batch, wake_helpers=True)
             if me in self._abandoned:  # its task overran; a replacement already exists
                 return
 

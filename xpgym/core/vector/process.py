@@ -157,10 +157,8 @@ class ProcessVectorEnv(HostedVectorEnv):
                 for i in indices:
                     self._worker_of[i] = w
                 self._workers.append(self._start_worker(indices))
-            for w, worker in enumerate(self._workers):
-                ((status, detail),) = self._receive(worker, timeout=None)
-                if status != "ok":
-                    raise SubEnvError(worker.indices[0], "construction", f"worker {w}: {detail}")
+            for w in range(len(self._workers)):
+                self._check_started(w, "worker")
         except BaseException:
             for worker in self._workers:
                 worker.kill()
@@ -209,9 +207,15 @@ class ProcessVectorEnv(HostedVectorEnv):
         # Its sub-envs lost their episodes: each one's next step reports that (see _run_steps).
         self._lost.update(old.indices)
         self._workers[w] = self._start_worker(old.indices, build=False)
-        ((status, detail),) = self._receive(self._workers[w], timeout=None) or [("error", "died")]
+        self._check_started(w, "restarted worker")
+
+    def _check_started(self, w: int, label: str) -> None:
+        """Wait for worker `w`'s construction report; raise `SubEnvError` unless it is ok
+        (a worker that died before reporting reports ``"died"``)."""
+        worker = self._workers[w]
+        ((status, detail),) = self._receive(worker, timeout=None) or [("error", "died")]
         if status != "ok":
-            raise SubEnvError(old.indices[0], "construction", f"restarted worker {w}: {detail}")
+            raise SubEnvError(worker.indices[0], "construction", f"{label} {w}: {detail}")
 
     def _close_backend(self) -> None:
         deadline = time.monotonic() + 10.0

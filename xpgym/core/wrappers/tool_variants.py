@@ -37,6 +37,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from xpgym.core.env import Env
 from xpgym.core.registry import EnvSpec, load_entry_point, make_from_spec, register, spec
 from xpgym.core.tools.base import Tool
 from xpgym.core.wrappers.tools import ToolEnvWrapper
@@ -167,11 +168,14 @@ def make_tool_env(
     them), the tools from ``tools_factory(**tools_kwargs)``.
 
     Raises:
-        TypeError: the factory returned something other than tools.
+        TypeError: the base env is multi-agent, or the factory returned something other
+            than tools.
     """
     base_spec = EnvSpec(base_id, base_entry_point, dict(base_kwargs or {}))
     env = make_from_spec(base_spec, **env_kwargs)
     try:
+        if not isinstance(env, Env):
+            raise TypeError(f"tool variants wrap single-agent envs; {base_id!r} is multi-agent")
         made = load_entry_point(tools_factory)(**dict(tools_kwargs or {}))
         tools = [made] if isinstance(made, Tool) else made
         if not isinstance(tools, Sequence) or not all(isinstance(t, Tool) for t in tools):

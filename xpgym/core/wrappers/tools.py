@@ -144,8 +144,8 @@ class ToolEnvWrapper(Wrapper[str]):
         if not isinstance(instructions, (bool, str)):
             raise TypeError(f"instructions must be a bool or a str, got {instructions!r:.80}")
         chain: list[EnvCore] = [env]
-        while isinstance(getattr(chain[-1], "env", None), EnvCore):
-            chain.append(chain[-1].env)  # type: ignore[attr-defined]
+        while isinstance(inner := getattr(chain[-1], "env", None), EnvCore):
+            chain.append(inner)
         self.tools: tuple[Tool, ...] = tuple(tool.bind(chain) for tool in tools)
         self.max_tool_calls = max_tool_calls
         self.tool_call_reward = float(tool_call_reward)

@@ -57,7 +57,7 @@ import numpy as np
 
 from xpgym.core.chat import Prompt, encode_prompt
 from xpgym.core.optional import import_optional
-from xpgym.rollout.policies import Generation
+from xpgym.rollout.policies import FinishReason, Generation
 from xpgym.rollout.policies.hf_cache import CachedDecoder, CacheStats
 
 __all__ = ["HFPolicy"]
@@ -246,7 +246,9 @@ class HFPolicy:
             kwargs["dtype"] = torch_dtype
         model = AutoModelForCausalLM.from_pretrained(name_or_path, **kwargs)
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        model = model.to(device).eval()
+        # transformers declares `to` as @functools.wraps(nn.Module.to); typeshed's _Wrapped is
+        # not bound as a method, so mypy takes `device` for `self`.
+        model = model.to(device).eval()  # type: ignore[arg-type]
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         return cls(model, tokenizer, **policy_kwargs)
 
@@ -318,7 +320,7 @@ class HFPolicy:
     ) -> Generation:
         stops = set(self.stop_token_ids)
         end = next((t + 1 for t, token in enumerate(tokens) if token in stops), None)
-        finish = "stop" if end is not None else "length"
+        finish: FinishReason = "stop" if end is not None else "length"
         end = end if end is not None else len(tokens)
         tokens, logprobs = tokens[:end], logprobs[:end]
         text_tokens = tokens[:-1] if finish == "stop" else tokens

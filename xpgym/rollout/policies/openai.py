@@ -65,7 +65,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from xpgym.core.chat import Message, Prompt
-from xpgym.rollout.policies import ContextLengthError, Generation, PolicyError
+from xpgym.rollout.policies import ContextLengthError, FinishReason, Generation, PolicyError
 
 __all__ = ["OpenAIPolicy"]
 
@@ -289,7 +289,7 @@ class OpenAIPolicy:
                 f"expected chat completions JSON with choices[0].message, got "
                 f"{data[:200].decode('utf-8', errors='replace')!r}"
             ) from exc
-        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        finish: FinishReason = "length" if choice.get("finish_reason") == "length" else "stop"
         return Generation(text=content or "", finish_reason=finish, logprobs=logprobs)
 
     def _backoff(self, attempt: int, retry_after: float | None) -> float:
@@ -313,12 +313,10 @@ def _seconds(retry_after: str | None) -> float | None:
 def _as_chat(prompt: Prompt) -> list[Message]:
     if isinstance(prompt, str):
         return [{"role": "user", "content": prompt}]
-    if (
-        isinstance(prompt, (list, tuple))
-        and prompt
-        and all(isinstance(m, Mapping) and "role" in m for m in prompt)
-    ):
-        return [dict(m) for m in prompt]  # type: ignore[arg-type]
+    if isinstance(prompt, (list, tuple)):
+        messages = [m for m in prompt if isinstance(m, Mapping) and "role" in m]
+        if messages and len(messages) == len(prompt):
+            return [dict(m) for m in messages]
     raise TypeError(
         "OpenAIPolicy takes text or chat messages (a chat completions API does not take token "
         f"ids), got {prompt!r:.80}"
