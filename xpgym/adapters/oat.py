@@ -69,6 +69,7 @@ import_optional("oat.types", needed_by="xpgym.adapters.oat", install=_INSTALL)
 
 from oat.types import Transition, TransitionData  # noqa: E402
 
+from xpgym.core.chat import Prompt  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics  # noqa: E402
 from xpgym.rollout.policies import Generation  # noqa: E402
 from xpgym.rollout.runner import generation_from_ids  # noqa: E402
@@ -244,7 +245,7 @@ class OatEnginePolicy:
         self.tokenizer = tokenizer
         self.stop_token_ids = [tokenizer.eos_token_id]
 
-    def generate(self, prompts: list[Any]) -> list[Generation]:
+    def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
         """One `Generation` per token-id prompt."""
         outputs = self._generate([list(p) for p in prompts], self.sampling_params)
         budget = int(getattr(self.sampling_params, "max_tokens", 0) or 0)
@@ -314,8 +315,13 @@ def oat_classes() -> tuple[type, type, type]:
     from xpgym.core.wrappers.episode_log import log_episodes_if_requested
     from xpgym.rollout.collector import RolloutCollector
 
+    # Oat's classes come from a module imported at run time: mypy sees them as Any
+    ppo_args: Any = ppo.PPOArgs
+    ppo_actor: Any = ppo.PPOActor
+    ppo_learner: Any = ppo.PPOLearner
+
     @dataclass
-    class XpgymArgs(ppo.PPOArgs):
+    class XpgymArgs(ppo_args):
         env_id: str = "game:GuessTheNumber-v0-easy"
         gamma: float = 0.9
         max_turns: int = 10
@@ -325,7 +331,7 @@ def oat_classes() -> tuple[type, type, type]:
         num_samples: int = 1
         eval_steps: int = -1
 
-    class XpgymActor(ppo.PPOActor):
+    class XpgymActor(ppo_actor):
         def step(self, prompts: Any, formatted_prompts: Any, references: Any = None) -> Any:
             if not hasattr(self, "_xpgym_collector"):
                 policy = OatEnginePolicy(self.generate, self.sampling_params, self.tokenizer)
@@ -351,7 +357,7 @@ def oat_classes() -> tuple[type, type, type]:
             keep = np.sort(rng.choice(len(data), size=rows, replace=False))
             return self.ipc_client.serialize_ipc([data[i] for i in keep])
 
-    class XpgymLearner(ppo.PPOLearner):
+    class XpgymLearner(ppo_learner):
         def prepare_data(self, strategy: Any, tokenizer: Any) -> None:
             args = strategy.args
             rows_per_round = args.rollout_batch_size // strategy.world_size

@@ -97,6 +97,7 @@ from xpgym.rollout.runner import (  # noqa: E402
 )
 from xpgym.training.advantages import (  # noqa: E402
     TOKEN_ESTIMATORS,
+    TokenEstimator,
     infra_filled_scores,
     token_advantages,
     turn_index_from_mask,
@@ -167,6 +168,7 @@ def _parse_label(label: str) -> dict[str, Any]:
 
 def _label_with_rewards(label: str | None, episode: Episode) -> str:
     """The label, with the episode's per-turn rewards under ``turn_rewards``."""
+    data: dict[str, Any]
     if label is None:  # an episode from the collector: describe it
         data = {
             "xpgym_task": {
@@ -277,7 +279,9 @@ def _check_groups(episodes: Sequence[Episode], n: int) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def turn_advantages(experiences: Sequence[Experience], *, estimator: str, gamma: float) -> None:
+def turn_advantages(
+    experiences: Sequence[Experience], *, estimator: TokenEstimator, gamma: float
+) -> None:
     """Set per-turn REINFORCE or ReBN advantages on `experiences`, in place.
 
     The statistic of ReBN runs over every turn of every experience (the whole batch, as the

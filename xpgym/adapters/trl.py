@@ -57,7 +57,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -69,6 +69,7 @@ import_trainer("trl", adapter="trl", install=_INSTALL)
 import torch  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
+from xpgym.core.chat import PromptTokenizer  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 from xpgym.core.wrappers.limits import HorizonSchedule  # noqa: E402
 from xpgym.rollout.policies.hf import HFPolicy  # noqa: E402
@@ -225,7 +226,8 @@ def make_rollout_func(
         step = int(trainer.state.global_step)
         tasks = [EpisodeTask.from_json(prompt) for prompt in prompts]
         model = trainer.accelerator.unwrap_model(trainer.model)
-        tokenizer = trainer.processing_class
+        # TRL types processing_class as any processor; a GRPO run on text has a tokenizer
+        tokenizer = cast(PromptTokenizer, trainer.processing_class)
         entropy = [seed, step, trainer.accelerator.process_index]
         policy = HFPolicy(
             model,
@@ -240,7 +242,8 @@ def make_rollout_func(
         async def play(task: EpisodeTask) -> Episode:
             with pool.lease(task) as env:
                 if horizon is not None:
-                    env.set_training_step(step)  # HorizonSchedule: the cap of this episode
+                    # the pool wraps every env in HorizonSchedule when `horizon` is given
+                    cast(HorizonSchedule, env).set_training_step(step)
                 return await run_episode(
                     env,
                     task,
@@ -330,7 +333,8 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
                 f"turn_advantage must be one of {TOKEN_ESTIMATORS}, got {turn_advantage!r}"
             )
         super().__init__(*args, **kwargs)
-        if self.args.mask_truncated_completions:
+        # self.args is TRL's GRPOConfig, typed as its base TrainingArguments
+        if self.args.mask_truncated_completions:  # type: ignore[attr-defined]
             raise ValueError(
                 "TurnCreditGRPOTrainer needs mask_truncated_completions=False (per-turn "
                 "advantages are placed before TRL masks truncated completions)"

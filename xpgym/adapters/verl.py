@@ -431,13 +431,15 @@ class XpgymAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
         self.prompt_length = int(self.rollout_config.prompt_length)
         self.gamma = float(self.config.algorithm.gamma)
+        # verl annotates `tokenizer` with the AutoTokenizer factory class; it is an instance
+        tokenizer: Any = self.tokenizer
         self.prompt_builder = shared_prompt_builder(
-            self.tokenizer, chat_template_kwargs=self.apply_chat_template_kwargs
+            tokenizer, chat_template_kwargs=self.apply_chat_template_kwargs
         )
-        eos = self.tokenizer.eos_token_id
+        eos = tokenizer.eos_token_id
         self.stop_token_ids = [int(eos)] if eos is not None else []
 
-    async def run(
+    async def run(  # type: ignore[override]  # verl's V1 trainer takes a list per row too
         self, sampling_params: dict[str, Any], **kwargs: Any
     ) -> XpgymAgentLoopOutput | list[XpgymAgentLoopOutput]:
         """Play the row's task; return its output(s) (see the class docstring)."""

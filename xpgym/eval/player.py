@@ -102,14 +102,11 @@ class EpisodePlayer:
             "transcript": None,
         }
         try:
-            env = self.pool.acquire(env_id)
-            try:
+            with self.pool.lease(env_id) as env:  # an env whose episode raised is closed
                 if self.agents[env_id] is None:
                     self._play_single(env, key, record)
                 else:
                     self._play_multiagent(env, key, record)
-            finally:
-                self.pool.release(env_id, env)
             record["seconds"] = round(time.perf_counter() - start, 4)
             return record, to_line(record)
         except Exception as exc:  # the episode failed; the run goes on

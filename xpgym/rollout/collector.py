@@ -81,11 +81,9 @@ turns, limits and end are recorded by `xpgym.rollout.recorder.EpisodeRecorder`):
     * A sub-env that fails (``info["error"]``) ends its episode as truncated; the episode is
       returned like any other, with the error in its last turn's info.
 
-Infrastructure failures (`xpgym.core.errors`): a failed sub-env (crash, step timeout), a
-remote env's failed step, and a step whose info carries ``info["infra_error"]`` (a grader
-timeout, a sandbox that did not start, a broken tool backend) end the episode with
-``Episode.outcome == "infra_error"`` and the cause in ``Episode.infra_error`` (the recorder
-marks them); trainers keep such episodes out of advantage statistics and the loss.
+Infrastructure failures (`xpgym.core.errors`), a failed sub-env's included, end the episode
+with ``Episode.outcome == "infra_error"`` and the cause in ``Episode.infra_error``
+(`xpgym.rollout.recorder` marks them).
 """
 
 from __future__ import annotations

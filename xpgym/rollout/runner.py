@@ -70,7 +70,7 @@ from xpgym.core.errors import step_failure_info
 from xpgym.core.trajectory import Episode
 from xpgym.core.vector.base import derive_seeds
 from xpgym.rollout.env_pool import EnvLease, EnvPool, make_trainer_env
-from xpgym.rollout.policies import Generation, Policy
+from xpgym.rollout.policies import FinishReason, Generation, Policy
 from xpgym.rollout.recorder import EpisodeRecorder
 
 __all__ = [
@@ -260,13 +260,16 @@ def generation_from_ids(
     ids = [int(t) for t in token_ids]
     stops = {int(t) for t in stop_token_ids}
     ended = bool(ids) and ids[-1] in stops
-    if finish_reason not in ("stop", "length"):
-        finish_reason = "length" if not ended and len(ids) >= max_new_tokens else "stop"
+    reason: FinishReason
+    if finish_reason in ("stop", "length"):
+        reason = "length" if finish_reason == "length" else "stop"
+    else:
+        reason = "length" if not ended and len(ids) >= max_new_tokens else "stop"
     text_ids = ids[:-1] if ended else ids
     text = tokenizer.decode(text_ids, skip_special_tokens=True)
     return Generation(
         text=text,
-        finish_reason=finish_reason,  # type: ignore[arg-type]
+        finish_reason=reason,
         token_ids=ids,
         logprobs=None if logprobs is None else [float(x) for x in logprobs],
     )
