@@ -88,7 +88,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 import torch
@@ -110,31 +110,26 @@ from xpgym.reference.losses import (
     value_loss,
 )
 from xpgym.training.advantages import (
+    GROUP_ALGORITHMS,
+    CriticFreeAlgorithm,
     broadcast_to_tokens,
-    discounted_returns,
-    dr_grpo,
     episode_scores,
     episode_terminated,
-    grpo,
-    rebn,
-    rloo,
+    turn_advantages,
     turn_gae,
     turn_rewards,
 )
-from xpgym.training.layouts import PaddedRows, episode_rows, turn_rows
+from xpgym.training.layouts import LAYOUTS, Layout, PaddedRows, episode_rows, turn_rows
 
 if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv
 
 __all__ = [
     "ALGORITHMS",
-    "GROUP_ALGORITHMS",
-    "LAYOUTS",
     "OLD_LOGPROBS",
     "AdvantageFn",
     "Algorithm",
     "Batch",
-    "Layout",
     "OldLogprobs",
     "Trainer",
     "TrainerConfig",
@@ -143,14 +138,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Algorithm = Literal["reinforce", "rebn", "grpo", "dr_grpo", "rloo", "ppo"]
-Layout = Literal["per_turn", "per_episode"]
+Algorithm = Literal[CriticFreeAlgorithm, "ppo"]
+"""The critic-free algorithms of `xpgym.training.advantages.turn_advantages`, and PPO (a value
+head and turn-level GAE, here)."""
 OldLogprobs = Literal["recompute", "rollout", "detach"]
 
-ALGORITHMS: tuple[str, ...] = ("reinforce", "rebn", "grpo", "dr_grpo", "rloo", "ppo")
-GROUP_ALGORITHMS: tuple[str, ...] = ("grpo", "dr_grpo", "rloo")
-LAYOUTS: tuple[str, ...] = ("per_turn", "per_episode")
-OLD_LOGPROBS: tuple[str, ...] = ("recompute", "rollout", "detach")
+ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
+OLD_LOGPROBS: tuple[str, ...] = get_args(OldLogprobs)
 
 AdvantageFn = Callable[["Batch"], "torch.Tensor | NDArray[np.floating]"]
 """``batch -> [B, L]`` token advantages to train on instead of ``batch.advantages`` (see
@@ -548,18 +542,16 @@ class Trainer:
         # 4. Advantages per turn [N, T], from xpgym.training.advantages.
         rewards, turn_mask = turn_rewards(episodes)  # r[n, t], real turns
         scores = episode_scores(rewards, turn_mask)  # s[n] = sum_t r[n, t]
-        group_ids = [episode.group_id for episode in episodes]
-        kwargs = cfg.advantage_kwargs
         turn_values = turn_returns = None
-        if cfg.algorithm == "reinforce":  # A_t = G_t = r_t + gamma G_{t+1}
-            advantages = discounted_returns(rewards, turn_mask, cfg.gamma)
-        elif cfg.algorithm == "rebn":  # A_t = (G_t - mean G) / (std G + eps), whole batch
-            returns = discounted_returns(rewards, turn_mask, cfg.gamma)
-            advantages = rebn(returns, turn_mask, **kwargs)
-        elif cfg.algorithm in GROUP_ALGORITHMS:  # one A per episode, given to all its turns
-            estimator = {"grpo": grpo, "dr_grpo": dr_grpo, "rloo": rloo}[cfg.algorithm]
-            per_episode = estimator(scores, group_ids, **kwargs)
-            advantages = np.where(turn_mask, per_episode[:, None], 0.0)
+        if cfg.algorithm != "ppo":  # the critic-free algorithms: one dispatch by name
+            advantages = turn_advantages(
+                cfg.algorithm,
+                rewards,
+                turn_mask,
+                gamma=cfg.gamma,
+                group_ids=[episode.group_id for episode in episodes],
+                **cfg.advantage_kwargs,
+            )
         else:  # ppo: delta_t = r_t + gamma V_{t+1} - V_t, A_t = delta_t + gamma lam A_{t+1}
             turn_values = np.zeros(turn_mask.shape)
             turn_values[value_episode, value_turn] = values[at_values].cpu().numpy()
