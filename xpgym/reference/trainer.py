@@ -420,7 +420,8 @@ class Trainer:
         self.value_head: torch.nn.Linear | None = None
         params = list(model.parameters())
         if config.algorithm == "ppo":
-            hidden_size = int(model.config.hidden_size)
+            model_config: Any = model.config  # a transformers PretrainedConfig
+            hidden_size = int(model_config.hidden_size)
             device = next(model.parameters()).device
             self.value_head = torch.nn.Linear(hidden_size, 1, device=device)
             torch.nn.init.zeros_(self.value_head.weight)  # V = 0 at the start; no RNG drawn

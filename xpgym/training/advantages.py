@@ -502,7 +502,7 @@ def infra_filled_scores(episodes: Sequence[Episode]) -> NDArray[np.float64]:
     for ep, score, failed in zip(episodes, scores, infra, strict=True):
         if not failed and ep.group_id is not None:
             healthy.setdefault(ep.group_id, []).append(float(score))
-    for i in np.flatnonzero(infra):
+    for i in np.flatnonzero(infra).tolist():
         members = healthy.get(episodes[i].group_id, [])
         scores[i] = float(np.mean(members)) if members else 0.0
     return scores
@@ -1059,7 +1059,7 @@ def _as_bool_array(name: str, a: ArrayLike) -> NDArray[np.bool_]:
     return arr.astype(bool)
 
 
-def _check_same_shape(a: tuple[str, object], b: tuple[str, object]) -> None:
+def _check_same_shape(a: tuple[str, ArrayLike], b: tuple[str, ArrayLike]) -> None:
     shape_a, shape_b = np.shape(a[1]), np.shape(b[1])
     if shape_a != shape_b:
         raise ValueError(f"{a[0]} has shape {shape_a} but {b[0]} has shape {shape_b}")
