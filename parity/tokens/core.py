@@ -30,7 +30,7 @@ import numpy as np
 from parity.shared.trainer_code import NotRunnableError
 from parity.tokens.cases import Case, per_token
 from xpgym.core.trajectory import Episode
-from xpgym.training.advantages import discounted_returns, dr_grpo, grpo, rebn, rloo, turn_rewards
+from xpgym.training.advantages import CRITIC_FREE_ALGORITHMS, turn_advantages, turn_rewards
 
 __all__ = [
     "ALGORITHMS",
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 TOL = 1e-6
-ALGORITHMS: tuple[str, ...] = ("reinforce", "rebn", "grpo", "dr_grpo", "rloo")
+ALGORITHMS: tuple[str, ...] = CRITIC_FREE_ALGORITHMS
 
 TokenValues = list[np.ndarray]
 """Per episode, one value per policy token (in the order of `parity.tokens.cases.policy_tokens`)."""
@@ -130,16 +130,11 @@ class Outcome:
 
 def reference_turns(algorithm: str, episodes: Sequence[Episode], gamma: float) -> np.ndarray:
     """``[B, T]`` per-turn advantages of the reference trainer (`xpgym.reference.trainer`
-    with its default options) for `algorithm`: the functions of `xpgym.training.advantages`
-    with their defaults; a per-episode advantage is given to every turn."""
+    with its default options) for `algorithm`: `xpgym.training.advantages.turn_advantages`,
+    the dispatch the trainer calls, with the estimators' defaults."""
     rewards, mask = turn_rewards(episodes)
-    if algorithm == "reinforce":
-        return discounted_returns(rewards, mask, gamma)
-    if algorithm == "rebn":
-        return rebn(discounted_returns(rewards, mask, gamma), mask)
-    estimator = {"grpo": grpo, "dr_grpo": dr_grpo, "rloo": rloo}[algorithm]
-    per_episode = estimator(rewards.sum(axis=1), [ep.group_id for ep in episodes])
-    return np.where(mask, per_episode[:, None], 0.0)
+    group_ids = [ep.group_id for ep in episodes]
+    return turn_advantages(algorithm, rewards, mask, gamma=gamma, group_ids=group_ids)
 
 
 def reference_tokens(algorithm: str, episodes: Sequence[Episode], gamma: float) -> TokenValues:

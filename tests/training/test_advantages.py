@@ -23,8 +23,10 @@ from adapter_cases import (
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from xpgym.core.trajectory import Episode, Turn
+from xpgym.core.errors import InfraCause
+from xpgym.core.trajectory import Episode, Turn, training_group_ids
 from xpgym.training.advantages import (
+    CRITIC_FREE_ALGORITHMS,
     broadcast_to_tokens,
     discounted_returns,
     dr_grpo,
@@ -36,6 +38,7 @@ from xpgym.training.advantages import (
     rloo,
     row_returns,
     token_advantages,
+    turn_advantages,
     turn_gae,
     turn_index_from_mask,
     turn_rewards,
@@ -407,6 +410,116 @@ def test_group_ids_may_be_any_hashables_and_keep_their_types():
 
 def test_groups_need_not_be_contiguous():
     np.testing.assert_allclose(rloo([1.0, 5.0, 0.0, 3.0], [7, 9, 7, 9]), [1.0, 2.0, -1.0, -2.0])
+
+
+# --------------------------------------------------------------------------------------------
+# One dispatch by algorithm name: turn_advantages, checked by hand.
+
+# Two episodes for the return-based algorithms: r = [[0, 1], [2, -]], gamma = 0.5.
+RETURN_REWARDS = [[0.0, 1.0], [2.0, 0.0]]
+RETURN_MASK = [[True, True], [True, False]]
+
+# Five episodes in groups a (2) and b (3) for the group algorithms; scores 2, 0 | 3, 1, 2.
+GROUP_REWARDS = [[1.0, 1.0], [0.0, 0.0], [3.0, 0.0], [1.0, 0.0], [0.5, 1.5]]
+GROUP_MASK = [[True, True], [True, False], [True, False], [True, True], [True, True]]
+GROUPS_AB = ["a", "a", "b", "b", "b"]
+
+
+def on_turns(per_episode: list[float]) -> np.ndarray:
+    """Each episode's advantage on each of its turns of `GROUP_MASK`, 0 at padding."""
+    return np.where(GROUP_MASK, np.array(per_episode)[:, None], 0.0)
+
+
+def test_turn_advantages_reinforce_is_the_discounted_return():
+    got = turn_advantages("reinforce", RETURN_REWARDS, RETURN_MASK, gamma=0.5)
+    np.testing.assert_array_equal(got, [[0.0 + 0.5 * 1.0, 1.0], [2.0, 0.0]])
+
+
+def test_turn_advantages_rebn_normalises_the_returns_over_every_turn_of_the_batch():
+    # G = 0.5, 1, 2; mean 7/6; population variance ((2/3)^2 + (1/6)^2 + (5/6)^2) / 3 = 7/18
+    got = turn_advantages("rebn", RETURN_REWARDS, RETURN_MASK, gamma=0.5)
+    std = math.sqrt(7 / 18) + 1e-9
+    np.testing.assert_allclose(got, [[-2 / 3 / std, -1 / 6 / std], [5 / 6 / std, 0.0]], **TOL)
+
+
+def test_turn_advantages_grpo_gives_every_turn_its_episodes_group_normalised_score():
+    # a: mean 1, unbiased std sqrt(2); b: mean 2, unbiased std 1; eps 1e-6 added to the std
+    got = turn_advantages("grpo", GROUP_REWARDS, GROUP_MASK, gamma=0.5, group_ids=GROUPS_AB)
+    a, b = 1 / (math.sqrt(2) + 1e-6), 1 / (1 + 1e-6)
+    np.testing.assert_allclose(got, on_turns([a, -a, b, -b, 0.0]), **TOL)
+
+
+def test_turn_advantages_dr_grpo_gives_every_turn_its_score_minus_the_group_mean():
+    got = turn_advantages("dr_grpo", GROUP_REWARDS, GROUP_MASK, group_ids=GROUPS_AB)
+    np.testing.assert_allclose(got, on_turns([1.0, -1.0, 1.0, -1.0, 0.0]), **TOL)
+
+
+def test_turn_advantages_rloo_gives_every_turn_its_score_minus_the_others_mean():
+    got = turn_advantages("rloo", GROUP_REWARDS, GROUP_MASK, group_ids=GROUPS_AB)
+    want = [2 - 0, 0 - 2, 3 - (1 + 2) / 2, 1 - (3 + 2) / 2, 2 - (3 + 1) / 2]
+    np.testing.assert_allclose(got, on_turns(want), **TOL)
+
+
+def test_turn_advantages_of_a_group_algorithm_use_the_undiscounted_score():
+    discounted = turn_advantages(
+        "dr_grpo", GROUP_REWARDS, GROUP_MASK, gamma=0.0, group_ids=GROUPS_AB
+    )
+    undiscounted = turn_advantages("dr_grpo", GROUP_REWARDS, GROUP_MASK, group_ids=GROUPS_AB)
+    np.testing.assert_array_equal(discounted, undiscounted)
+
+
+def test_turn_advantages_pass_options_to_the_estimator():
+    # population std: a: 1, b: sqrt(2/3); no eps
+    got = turn_advantages(
+        "grpo", GROUP_REWARDS, GROUP_MASK, group_ids=GROUPS_AB, std="population", eps=0.0
+    )
+    b = 1 / math.sqrt(2 / 3)
+    np.testing.assert_allclose(got, on_turns([1.0, -1.0, b, -b, 0.0]), **TOL)
+    unbiased = turn_advantages("rebn", RETURN_REWARDS, RETURN_MASK, gamma=0.5, std="unbiased")
+    std = math.sqrt(7 / 12) + 1e-9  # the same squared deviations over 3 - 1
+    np.testing.assert_allclose(unbiased[0, 0], -2 / 3 / std, **TOL)
+
+
+def test_every_critic_free_algorithm_name_is_dispatched():
+    for algorithm in CRITIC_FREE_ALGORITHMS:
+        got = turn_advantages(algorithm, GROUP_REWARDS, GROUP_MASK, group_ids=GROUPS_AB)
+        assert got.shape == (5, 2)
+        assert np.abs(got).sum() > 0
+
+
+def test_an_infra_error_episode_given_its_own_group_changes_no_other_advantage():
+    healthy = [
+        Episode("toy", group_id="g", turns=[Turn("o", "a", reward) for reward in rewards])
+        for rewards in ([1.0, 1.0], [0.0])
+    ]
+    failed = Episode("toy", group_id="g", turns=[Turn("o", "a", 5.0)])
+    failed.infra_error = InfraCause("sub_env_crash", "RuntimeError: env bug")
+    for algorithm in CRITIC_FREE_ALGORITHMS:
+        want = turn_advantages(
+            algorithm, *turn_rewards(healthy), group_ids=training_group_ids(healthy)
+        )
+        everyone = [*healthy, failed]
+        got = turn_advantages(
+            algorithm, *turn_rewards(everyone), group_ids=training_group_ids(everyone)
+        )
+        np.testing.assert_array_equal(got[:2], want)
+        np.testing.assert_array_equal(got[2], 0.0)
+
+
+def test_turn_advantages_refuse_an_unknown_algorithm_listing_the_valid_ones():
+    with pytest.raises(ValueError, match="unknown critic-free algorithm 'ppo'") as info:
+        turn_advantages("ppo", RETURN_REWARDS, RETURN_MASK)  # type: ignore[arg-type]
+    assert all(repr(name) in str(info.value) for name in CRITIC_FREE_ALGORITHMS)
+
+
+def test_turn_advantages_refuse_options_for_reinforce():
+    with pytest.raises(ValueError, match=r"reinforce takes no options .*\['std'\]"):
+        turn_advantages("reinforce", RETURN_REWARDS, RETURN_MASK, std="unbiased")
+
+
+def test_turn_advantages_of_a_group_algorithm_need_group_ids():
+    with pytest.raises(ValueError, match=r"'rloo' compares episodes .* pass group_ids"):
+        turn_advantages("rloo", GROUP_REWARDS, GROUP_MASK)
 
 
 # --------------------------------------------------------------------------------------------

@@ -36,7 +36,7 @@ seq-mean-token-sum-norm), and PPO's clipped value loss over one entry per turn
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, get_args
 
 import torch
 import torch.nn.functional as F  # noqa: N812 (the usual name)
@@ -62,13 +62,8 @@ LossAggMode = Literal[
 ]
 KLEstimator = Literal["k1", "k2", "k3"]
 
-LOSS_AGG_MODES: tuple[str, ...] = (
-    "token-mean",
-    "seq-mean-token-mean",
-    "seq-mean-token-sum",
-    "seq-mean-token-sum-norm",
-)
-KL_ESTIMATORS: tuple[str, ...] = ("k1", "k2", "k3")
+LOSS_AGG_MODES: tuple[str, ...] = get_args(LossAggMode)
+KL_ESTIMATORS: tuple[str, ...] = get_args(KLEstimator)
 
 
 # --------------------------------------------------------------------------------------

@@ -198,6 +198,7 @@ def build_tiny_model(
         )
         codes = numeric_embedding(numbers, hidden_size)
         weight = model.get_input_embeddings().weight
+        assert isinstance(weight, torch.Tensor)  # an nn.Embedding's weight
         with torch.no_grad():
             for n, code in zip(numbers, codes, strict=True):
                 weight[vocab[str(n)], : len(code)] = torch.tensor(code, dtype=weight.dtype)

@@ -3,11 +3,13 @@ r"""The reference trainer: REINFORCE, ReBN, GRPO, Dr.GRPO, RLOO and PPO in PyTor
 A small PyTorch + transformers trainer over xpgym `Episode`\s. It is the reference the
 parity suite holds every other trainer against, and the trainer a new user runs first, so it
 is written to be read top to bottom, like CleanRL: `TrainerConfig` holds every option;
-`Trainer.make_batch` and `Trainer.update` hold the math, with the symbols below in comments;
-`train` is the loop (collect, compute advantages, update, log). Advantages come from
-`xpgym.training.advantages`, token layouts from `xpgym.core.trajectory`, the per-token losses
-and their aggregation from `xpgym.reference.losses`: nothing here re-implements them.
-Importing this module imports torch; ``import xpgym`` does not import it.
+`Trainer.make_batch` (steps 2-4 below) and `Trainer.update` (step 5) hold the math, each step
+in a method of its own right after them, with the symbols below in comments; `train` is the
+loop (collect, compute advantages, update, log). Advantages come from
+`xpgym.training.advantages` (the critic-free ones by name through its `turn_advantages`, the
+dispatch the parity suite uses too), token layouts from `xpgym.training.layouts`, the
+per-token losses and their aggregation from `xpgym.reference.losses`: nothing here
+re-implements them. Importing this module imports torch; ``import xpgym`` does not import it.
 
 One training step
 -----------------
@@ -19,9 +21,12 @@ One training step
    Every per-token tensor is ``[B, L]`` and aligned with ``input_ids``: entry ``j``
    describes token ``j`` (the shift: `xpgym.reference.losses`). The loss mask is
    ``response_mask``: 1 on policy tokens only (never prompt, env/tool or padding tokens).
-3. **Old log-probs, values, reference log-probs**: one forward pass without gradients.
-4. **Advantages per turn** (``[N, T]``, `xpgym.training.advantages`), then copied to the
-   policy tokens of each turn (`broadcast_to_tokens`):
+3. **Old log-probs, values, reference log-probs**: one forward pass without gradients
+   (`Trainer._no_grad_pass`); the sampler's log-probs where the config asks for them
+   (`Trainer._sampler_logprobs`).
+4. **Advantages per turn** (``[N, T]``, `xpgym.training.advantages`: `turn_advantages` by
+   algorithm name; PPO: `Trainer._turn_gae`), then copied to the policy tokens of each turn
+   (`broadcast_to_tokens`):
 
    ============  ===========================================================================
    reinforce     ``A_t = G_t = r_t + gamma * G_{t+1}``  (`discounted_returns`)
@@ -37,8 +42,8 @@ One training step
    ``Trainer(advantage_fn=...)`` replaces this step's token advantages altogether (the
    parity curves train with another trainer's own estimator this way).
 5. **Update** (`Trainer.update`): `ppo_epochs` passes over the rows in `num_minibatches`
-   shuffled minibatches; per minibatch: the loss below, backward, clip the gradient norm to
-   `max_grad_norm`, one AdamW step.
+   shuffled minibatches; per minibatch (`Trainer._minibatch_step`): the loss below
+   (`Trainer._loss`), backward, clip the gradient norm to `max_grad_norm`, one AdamW step.
 
 The loss, per minibatch (to minimise)
 -------------------------------------
@@ -88,7 +93,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, get_args
 
 import numpy as np
 import torch
@@ -110,31 +115,26 @@ from xpgym.reference.losses import (
     value_loss,
 )
 from xpgym.training.advantages import (
+    GROUP_ALGORITHMS,
+    CriticFreeAlgorithm,
     broadcast_to_tokens,
-    discounted_returns,
-    dr_grpo,
     episode_scores,
     episode_terminated,
-    grpo,
-    rebn,
-    rloo,
+    turn_advantages,
     turn_gae,
     turn_rewards,
 )
-from xpgym.training.layouts import PaddedRows, episode_rows, turn_rows
+from xpgym.training.layouts import LAYOUTS, Layout, PaddedRows, episode_rows, turn_rows
 
 if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv
 
 __all__ = [
     "ALGORITHMS",
-    "GROUP_ALGORITHMS",
-    "LAYOUTS",
     "OLD_LOGPROBS",
     "AdvantageFn",
     "Algorithm",
     "Batch",
-    "Layout",
     "OldLogprobs",
     "Trainer",
     "TrainerConfig",
@@ -143,14 +143,13 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Algorithm = Literal["reinforce", "rebn", "grpo", "dr_grpo", "rloo", "ppo"]
-Layout = Literal["per_turn", "per_episode"]
+Algorithm = Literal[CriticFreeAlgorithm, "ppo"]
+"""The critic-free algorithms of `xpgym.training.advantages.turn_advantages`, and PPO (a value
+head and turn-level GAE, here)."""
 OldLogprobs = Literal["recompute", "rollout", "detach"]
 
-ALGORITHMS: tuple[str, ...] = ("reinforce", "rebn", "grpo", "dr_grpo", "rloo", "ppo")
-GROUP_ALGORITHMS: tuple[str, ...] = ("grpo", "dr_grpo", "rloo")
-LAYOUTS: tuple[str, ...] = ("per_turn", "per_episode")
-OLD_LOGPROBS: tuple[str, ...] = ("recompute", "rollout", "detach")
+ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
+OLD_LOGPROBS: tuple[str, ...] = get_args(OldLogprobs)
 
 AdvantageFn = Callable[["Batch"], "torch.Tensor | NDArray[np.floating]"]
 """``batch -> [B, L]`` token advantages to train on instead of ``batch.advantages`` (see
@@ -175,9 +174,9 @@ class TrainerConfig:
             seq-mean loss modes and in compute.
         gamma: Discount per turn (reinforce, rebn, ppo).
         lam: GAE lambda (ppo).
-        advantage_kwargs: Extra keyword arguments for `rebn`, `grpo`, `dr_grpo` or `rloo`
-            (e.g. ``{"std": "unbiased", "eps": 1e-6}`` to reproduce a trainer's
-            convention); must be empty for reinforce and ppo.
+        advantage_kwargs: Extra keyword arguments for `rebn`, `grpo`, `dr_grpo` or `rloo`,
+            passed through `turn_advantages` (e.g. ``{"std": "unbiased", "eps": 1e-6}`` to
+            reproduce a trainer's convention); must be empty for reinforce and ppo.
 
     Rollout (read by `train`; `temperature` also by the learner):
         num_episodes: Episodes collected per step (a multiple of `group_size`).
@@ -421,7 +420,8 @@ class Trainer:
         self.value_head: torch.nn.Linear | None = None
         params = list(model.parameters())
         if config.algorithm == "ppo":
-            hidden_size = int(model.config.hidden_size)
+            model_config: Any = model.config  # a transformers PretrainedConfig
+            hidden_size = int(model_config.hidden_size)
             device = next(model.parameters()).device
             self.value_head = torch.nn.Linear(hidden_size, 1, device=device)
             torch.nn.init.zeros_(self.value_head.weight)  # V = 0 at the start; no RNG drawn
@@ -459,7 +459,7 @@ class Trainer:
         }
 
     def make_batch(self, episodes: Sequence[Episode]) -> Batch:
-        """Rows, old and reference log-probs, values and advantages for `episodes`.
+        """Rows, old and reference log-probs, values and advantages for `episodes`: steps 2-4.
 
         Episodes with a turn that has no policy token (the collector's placeholder for a
         first prompt longer than the context) and infra-error episodes
@@ -470,142 +470,62 @@ class Trainer:
             ValueError: no episode left, episodes without token ids (collect them with a
                 tokenizer), or ``old_logprobs="rollout"`` without sampler log-probs.
         """
-        cfg, model = self.config, self.model
-        ppo = cfg.algorithm == "ppo"
+        cfg = self.config
         episodes = _trainable(episodes)
 
         # 2. Rows: token rows, right-padded to [B, L]; response_mask = policy tokens.
-        packed = turn_rows(episodes) if cfg.layout == "per_turn" else episode_rows(episodes)
-        rows = packed.pad(pad_token_id=self.pad_token_id)
-        if (rows.prompt_length < 1).any():
-            b = int(np.flatnonzero(rows.prompt_length < 1)[0])
-            raise ValueError(
-                f"row {b} (episode {int(rows.episode_index[b])}) has an empty prompt; its "
-                f"first policy token would have no logits to be scored from"
-            )
-        device = next(model.parameters()).device
-        input_ids = torch.as_tensor(rows.input_ids, device=device)
-        attention_mask = torch.as_tensor(rows.attention_mask, device=device)
-        position_ids = torch.as_tensor(rows.position_ids, device=device)
+        rows = self._pad_rows(episodes)
+        device = next(self.model.parameters()).device
+        inputs = {
+            "input_ids": torch.as_tensor(rows.input_ids, device=device),
+            "attention_mask": torch.as_tensor(rows.attention_mask, device=device),
+            "position_ids": torch.as_tensor(rows.position_ids, device=device),
+        }
         loss_mask = torch.as_tensor(rows.response_mask, device=device).bool()
 
-        # Where each turn's value V_t is read: the token before the turn's first policy token.
-        turn_index = rows.turn_index  # [B, L], -1 off policy tokens
-        previous = np.pad(turn_index[:, :-1], ((0, 0), (1, 0)), constant_values=-1)
-        value_row, first = np.nonzero((turn_index >= 0) & (turn_index != previous))
-        value_col = first - 1  # >= 0: every row starts with a prompt token
-        value_episode = rows.episode_index[value_row]
-        value_turn = turn_index[value_row, first]
-        at_values = (
-            torch.as_tensor(value_row, device=device),
-            torch.as_tensor(value_col, device=device),
-        )
-
-        # 3. One pass without gradients: log pi_old, V_old, log pi_ref. With
-        # old_logprobs="detach" and no value head nothing needs pi_old before the update
-        # (it uses logp.detach()), so the pass is skipped and old_logprobs stays 0.
-        with torch.no_grad():
-            old_logprobs = torch.zeros(input_ids.shape, dtype=torch.float32, device=device)
-            values = torch.zeros_like(old_logprobs)
-            if ppo or cfg.old_logprobs != "detach":
-                out = model(
-                    input_ids=input_ids,
-                    attention_mask=attention_mask,
-                    position_ids=position_ids,
-                    use_cache=False,
-                    output_hidden_states=ppo,
-                )
-                old_logprobs = logprobs_from_logits(
-                    out.logits, input_ids, temperature=cfg.temperature
-                )
-                if ppo:
-                    assert self.value_head is not None
-                    values = self.value_head(out.hidden_states[-1].float()).squeeze(-1)  # [B, L]
-                del out
-            ref_logprobs = None
-            if self.ref_model is not None:
-                ref_logprobs = token_logprobs(
-                    self.ref_model,
-                    input_ids,
-                    attention_mask,
-                    temperature=cfg.temperature,
-                    position_ids=position_ids,
-                )
-        if cfg.old_logprobs == "rollout" or cfg.tis_cap is not None:
-            if rows.rollout_logprobs is None:
-                raise ValueError(
-                    f"old_logprobs={cfg.old_logprobs!r} with tis_cap={cfg.tis_cap!r} needs the "
-                    "sampler's log-probs, but the episodes have no response_logprobs"
-                )
-            sampler_logprobs = torch.as_tensor(rows.rollout_logprobs, device=device)
-        tis_weights = None
-        if cfg.tis_cap is not None:
-            tis_weights = torch.exp(old_logprobs - sampler_logprobs).clamp(max=cfg.tis_cap)
-            tis_weights = torch.where(loss_mask, tis_weights, 0.0)
-        if cfg.old_logprobs == "rollout":
-            old_logprobs = sampler_logprobs
+        # 3. One pass without gradients: log pi_old, V_old [B, L], log pi_ref; then log pi_old
+        # from the sampler ("rollout") and the truncated importance weights (tis_cap).
+        old_logprobs, values, ref_logprobs = self._no_grad_pass(inputs)
+        old_logprobs, tis_weights = self._sampler_logprobs(rows, old_logprobs, loss_mask)
 
         # 4. Advantages per turn [N, T], from xpgym.training.advantages.
         rewards, turn_mask = turn_rewards(episodes)  # r[n, t], real turns
         scores = episode_scores(rewards, turn_mask)  # s[n] = sum_t r[n, t]
-        group_ids = [episode.group_id for episode in episodes]
-        kwargs = cfg.advantage_kwargs
+        value_mask = torch.zeros_like(loss_mask)  # where V_t is read (PPO)
+        returns = torch.zeros_like(old_logprobs)  # R_t at those positions (PPO)
         turn_values = turn_returns = None
-        if cfg.algorithm == "reinforce":  # A_t = G_t = r_t + gamma G_{t+1}
-            advantages = discounted_returns(rewards, turn_mask, cfg.gamma)
-        elif cfg.algorithm == "rebn":  # A_t = (G_t - mean G) / (std G + eps), whole batch
-            returns = discounted_returns(rewards, turn_mask, cfg.gamma)
-            advantages = rebn(returns, turn_mask, **kwargs)
-        elif cfg.algorithm in GROUP_ALGORITHMS:  # one A per episode, given to all its turns
-            estimator = {"grpo": grpo, "dr_grpo": dr_grpo, "rloo": rloo}[cfg.algorithm]
-            per_episode = estimator(scores, group_ids, **kwargs)
-            advantages = np.where(turn_mask, per_episode[:, None], 0.0)
-        else:  # ppo: delta_t = r_t + gamma V_{t+1} - V_t, A_t = delta_t + gamma lam A_{t+1}
-            turn_values = np.zeros(turn_mask.shape)
-            turn_values[value_episode, value_turn] = values[at_values].cpu().numpy()
-            last_values = terminated = None  # every episode end is terminal (Oat)
-            if cfg.bootstrap_truncated:  # V after the last turn: the value at the last token
-                terminated = episode_terminated(episodes)
-                num_turns = turn_mask.sum(axis=1)
-                ends = rows.first_turn + rows.num_turns == num_turns[rows.episode_index]
-                last_token = rows.attention_mask.sum(axis=1) - 1
-                last_values = np.zeros(len(episodes))
-                at_last = (
-                    torch.as_tensor(np.flatnonzero(ends), device=device),
-                    torch.as_tensor(last_token[ends], device=device),
-                )
-                last_values[rows.episode_index[ends]] = values[at_last].cpu().numpy()
-            advantages, turn_returns = turn_gae(
+        if cfg.algorithm == "ppo":  # A_t = delta_t + gamma lam A_{t+1}, R_t = A_t + V_t
+            starts = _turn_starts(rows, device)
+            advantages, turn_values, turn_returns = self._turn_gae(
+                episodes, rows, rewards, turn_mask, values, starts
+            )
+            value_mask[starts.at] = True  # the value loss reads V_t and R_t at turn starts
+            target = turn_returns[starts.episode, starts.turn]
+            returns[starts.at] = torch.as_tensor(target, dtype=torch.float32, device=device)
+        else:  # the critic-free algorithms: one dispatch by name (module docstring's table)
+            advantages = turn_advantages(
+                cfg.algorithm,
                 rewards,
-                turn_values,
                 turn_mask,
                 gamma=cfg.gamma,
-                lam=cfg.lam,
-                last_values=last_values,
-                terminated=terminated,
+                group_ids=[episode.group_id for episode in episodes],
+                **cfg.advantage_kwargs,
             )
 
         # Per-turn values to tokens: A of turn t on every policy token of turn t.
-        token_advantages = broadcast_to_tokens(advantages[rows.episode_index], turn_index)
-        value_mask = torch.zeros_like(loss_mask)
-        returns_tok = torch.zeros_like(old_logprobs)
-        if ppo:
-            assert turn_returns is not None
-            value_mask[at_values] = True
-            target = turn_returns[value_episode, value_turn]
-            returns_tok[at_values] = torch.as_tensor(target, dtype=torch.float32, device=device)
+        token_advantages = broadcast_to_tokens(advantages[rows.episode_index], rows.turn_index)
         batch = Batch(
             rows=rows,
-            input_ids=input_ids,
-            attention_mask=attention_mask,
-            position_ids=position_ids,
+            input_ids=inputs["input_ids"],
+            attention_mask=inputs["attention_mask"],
+            position_ids=inputs["position_ids"],
             loss_mask=loss_mask,
             advantages=torch.as_tensor(token_advantages, dtype=torch.float32, device=device),
             old_logprobs=old_logprobs,
             ref_logprobs=ref_logprobs,
             value_mask=value_mask,
             old_values=torch.where(value_mask, values, 0.0),
-            returns=returns_tok,
+            returns=returns,
             episodes=list(episodes),
             turn_mask=turn_mask,
             scores=scores,
@@ -615,17 +535,157 @@ class Trainer:
             tis_weights=tis_weights,
         )
         if self.advantage_fn is not None:  # an outside estimator replaces step 4
-            replaced = torch.as_tensor(self.advantage_fn(batch), dtype=torch.float32)
-            if replaced.shape != batch.advantages.shape:
-                raise ValueError(
-                    f"advantage_fn returned shape {tuple(replaced.shape)}, expected "
-                    f"{tuple(batch.advantages.shape)} (one value per token of the rows)"
-                )
-            batch.advantages = torch.where(loss_mask, replaced.to(device), 0.0)
+            batch.advantages = self._outside_advantages(batch)
         return batch
 
+    def _pad_rows(self, episodes: list[Episode]) -> PaddedRows:
+        """Step 2: `turn_rows` or `episode_rows` (`TrainerConfig.layout`), right-padded.
+
+        Raises:
+            ValueError: a row with an empty prompt (its first policy token would have no
+                logits to be scored from).
+        """
+        layout = self.config.layout
+        packed = turn_rows(episodes) if layout == "per_turn" else episode_rows(episodes)
+        rows = packed.pad(pad_token_id=self.pad_token_id)
+        if (rows.prompt_length < 1).any():
+            b = int(np.flatnonzero(rows.prompt_length < 1)[0])
+            raise ValueError(
+                f"row {b} (episode {int(rows.episode_index[b])}) has an empty prompt; its "
+                f"first policy token would have no logits to be scored from"
+            )
+        return rows
+
+    def _no_grad_pass(
+        self, inputs: dict[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Step 3: ``(log pi_old, V_old, log pi_ref)``, ``[B, L]`` each, without gradients.
+
+        One forward pass of the model gives ``log pi_old`` and, with PPO's value head,
+        ``V_old``; the reference model (when `kl_coef` > 0) gives ``log pi_ref`` (else None).
+        With ``old_logprobs="detach"`` and no value head nothing needs ``pi_old`` before the
+        update (it uses ``logp.detach()``), so the model's pass is skipped: both stay 0.
+        """
+        cfg, ppo = self.config, self.value_head is not None
+        input_ids = inputs["input_ids"]
+        with torch.no_grad():
+            old_logprobs = torch.zeros(
+                input_ids.shape, dtype=torch.float32, device=input_ids.device
+            )
+            values = torch.zeros_like(old_logprobs)
+            if ppo or cfg.old_logprobs != "detach":
+                out = self.model(**inputs, use_cache=False, output_hidden_states=ppo)
+                old_logprobs = logprobs_from_logits(
+                    out.logits, input_ids, temperature=cfg.temperature
+                )
+                if self.value_head is not None:  # V(h) = w . h + b on the last hidden state
+                    values = self.value_head(out.hidden_states[-1].float()).squeeze(-1)
+                del out
+            ref_logprobs = None
+            if self.ref_model is not None:
+                ref_logprobs = token_logprobs(
+                    self.ref_model,
+                    input_ids,
+                    inputs["attention_mask"],
+                    temperature=cfg.temperature,
+                    position_ids=inputs["position_ids"],
+                )
+        return old_logprobs, values, ref_logprobs
+
+    def _sampler_logprobs(
+        self, rows: PaddedRows, old_logprobs: torch.Tensor, loss_mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Step 3, the sampler's side: ``(log pi_old, tis_weights)``, ``[B, L]`` each.
+
+        ``log pi_old`` is the sampler's log-probs for ``old_logprobs="rollout"``, else
+        `old_logprobs` unchanged. With `tis_cap`, the truncated importance weights
+        ``w = min(exp(log pi_old - log pi_sampler), tis_cap)`` on policy tokens (0
+        elsewhere); else None.
+
+        Raises:
+            ValueError: the sampler's log-probs are needed but the episodes have none.
+        """
+        cfg = self.config
+        if cfg.old_logprobs != "rollout" and cfg.tis_cap is None:
+            return old_logprobs, None
+        if rows.rollout_logprobs is None:
+            raise ValueError(
+                f"old_logprobs={cfg.old_logprobs!r} with tis_cap={cfg.tis_cap!r} needs the "
+                "sampler's log-probs, but the episodes have no response_logprobs"
+            )
+        sampler_logprobs = torch.as_tensor(rows.rollout_logprobs, device=old_logprobs.device)
+        tis_weights = None
+        if cfg.tis_cap is not None:
+            tis_weights = torch.exp(old_logprobs - sampler_logprobs).clamp(max=cfg.tis_cap)
+            tis_weights = torch.where(loss_mask, tis_weights, 0.0)
+        if cfg.old_logprobs == "rollout":
+            old_logprobs = sampler_logprobs
+        return old_logprobs, tis_weights
+
+    def _turn_gae(
+        self,
+        episodes: list[Episode],
+        rows: PaddedRows,
+        rewards: NDArray[np.float64],
+        turn_mask: NDArray[np.bool_],
+        values: torch.Tensor,
+        starts: _TurnStarts,
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64]]:
+        """Step 4 for PPO: ``(A, V, R)``, ``[N, T]`` each, by turn-level GAE (`turn_gae`)::
+
+            delta_t = r_t + gamma V_{t+1} - V_t,   A_t = delta_t + gamma lam A_{t+1},
+            R_t = A_t + V_t
+
+        ``V_t`` is `values` (``[B, L]``) read at each turn's start (`starts`). Every episode
+        end is terminal (Oat), unless `bootstrap_truncated`: then a truncated episode's
+        ``V_T`` is the value read at its last token.
+        """
+        cfg = self.config
+        turn_values = np.zeros(turn_mask.shape)
+        turn_values[starts.episode, starts.turn] = values[starts.at].cpu().numpy()
+        last_values = terminated = None  # every episode end is terminal (Oat)
+        if cfg.bootstrap_truncated:  # V after the last turn: the value at the last token
+            terminated = episode_terminated(episodes)
+            num_turns = turn_mask.sum(axis=1)
+            ends = rows.first_turn + rows.num_turns == num_turns[rows.episode_index]
+            last_token = rows.attention_mask.sum(axis=1) - 1
+            last_values = np.zeros(len(episodes))
+            at_last = (
+                torch.as_tensor(np.flatnonzero(ends), device=values.device),
+                torch.as_tensor(last_token[ends], device=values.device),
+            )
+            last_values[rows.episode_index[ends]] = values[at_last].cpu().numpy()
+        advantages, returns = turn_gae(
+            rewards,
+            turn_values,
+            turn_mask,
+            gamma=cfg.gamma,
+            lam=cfg.lam,
+            last_values=last_values,
+            terminated=terminated,
+        )
+        return advantages, turn_values, returns
+
+    def _outside_advantages(self, batch: Batch) -> torch.Tensor:
+        """``[B, L]`` float32: `advantage_fn`'s token advantages, 0 off the policy tokens.
+
+        Raises:
+            ValueError: `advantage_fn` returned another shape than ``batch.advantages``.
+        """
+        assert self.advantage_fn is not None
+        replaced = torch.as_tensor(self.advantage_fn(batch), dtype=torch.float32)
+        if replaced.shape != batch.advantages.shape:
+            raise ValueError(
+                f"advantage_fn returned shape {tuple(replaced.shape)}, expected "
+                f"{tuple(batch.advantages.shape)} (one value per token of the rows)"
+            )
+        return torch.where(batch.loss_mask, replaced.to(batch.advantages.device), 0.0)
+
     def update(self, batch: Batch) -> dict[str, float]:
-        """`ppo_epochs` passes of `num_minibatches` AdamW steps over `batch`.
+        """Step 5: `ppo_epochs` passes of `num_minibatches` AdamW steps over `batch`.
+
+        Each pass shuffles the rows with a numpy generator seeded by ``(seed, iteration,
+        epoch)`` and splits them into `num_minibatches` minibatches (`_minibatch_step`).
 
         Returns:
             The metrics of `train_step`.
@@ -633,8 +693,7 @@ class Trainer:
         Raises:
             FloatingPointError: the loss is not finite.
         """
-        cfg, model = self.config, self.model
-        scale = cfg.max_new_tokens if cfg.loss_scale_factor is None else cfg.loss_scale_factor
+        cfg = self.config
         num_rows = batch.input_ids.shape[0]
         stats: dict[str, list[float]] = defaultdict(list)
         for epoch in range(cfg.ppo_epochs):
@@ -642,94 +701,8 @@ class Trainer:
             for minibatch in np.array_split(order, cfg.num_minibatches):  # shuffled membership
                 if minibatch.size == 0:
                     continue
-                index = torch.as_tensor(np.sort(minibatch), device=batch.input_ids.device)
-                width = int(batch.attention_mask[index].sum(1).max())  # drop all-pad columns
-                at = (index, slice(None, width))  # these rows, [B_mb, width]
-                input_ids, mask, adv = (
-                    batch.input_ids[at],
-                    batch.loss_mask[at],
-                    batch.advantages[at],
-                )
-                out = model(
-                    input_ids=input_ids,
-                    attention_mask=batch.attention_mask[at],
-                    position_ids=batch.position_ids[at],
-                    use_cache=False,
-                    output_hidden_states=self.value_head is not None,
-                )
-                # 5. Update. log pi_theta with gradient; log pi_old from step 3 (or detached).
-                logp = logprobs_from_logits(out.logits, input_ids, temperature=cfg.temperature)
-                old_logp = logp.detach() if cfg.old_logprobs == "detach" else batch.old_logprobs[at]
-
-                # Policy: l_t = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)), aggregated.
-                pg_mat, clipped = policy_loss(
-                    logp,
-                    old_logp,
-                    adv,
-                    mask,
-                    clip_eps_low=cfg.clip_eps,
-                    clip_eps_high=cfg.eps_high,
-                    dual_clip_c=cfg.dual_clip_c,
-                )
-                if batch.tis_weights is not None:  # truncated importance sampling (tis_cap)
-                    pg_mat = pg_mat * batch.tis_weights[at]
-                pg_loss = aggregate_loss(pg_mat, mask, cfg.loss_agg_mode, loss_scale_factor=scale)
-                loss = pg_loss
-
-                # KL to the reference: + beta agg(k), k = k1 | k2 | k3 of pi_theta vs pi_ref.
-                if batch.ref_logprobs is not None:
-                    kl_mat = kl_penalty(logp, batch.ref_logprobs[at], cfg.kl_estimator, mask)
-                    kl = aggregate_loss(kl_mat, mask, cfg.loss_agg_mode, loss_scale_factor=scale)
-                    loss = loss + cfg.kl_coef * kl
-                    stats["kl"].append(float(kl.detach()))
-
-                # Entropy bonus: - c_H agg(H); always reported.
-                logits = out.logits if cfg.ent_coef > 0 else out.logits.detach()
-                entropy_mat = entropy_from_logits(logits, temperature=cfg.temperature)
-                entropy = aggregate_loss(
-                    entropy_mat, mask, cfg.loss_agg_mode, loss_scale_factor=scale
-                )
-                if cfg.ent_coef > 0:
-                    loss = loss - cfg.ent_coef * entropy
-
-                # Value: + c_V * 1/2 mean max((V - R)^2, (V_old + clip(V - V_old) - R)^2).
-                if self.value_head is not None:
-                    values = self.value_head(out.hidden_states[-1].float()).squeeze(-1)
-                    v_loss = value_loss(
-                        values,
-                        batch.old_values[at],
-                        batch.returns[at],
-                        batch.value_mask[at],
-                        clip_eps=cfg.value_clip_eps,
-                    )
-                    loss = loss + cfg.vf_coef * v_loss
-                    stats["value_loss"].append(float(v_loss.detach()))
-
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(
-                        f"non-finite loss {float(loss.detach())} at iteration {self.iteration}, "
-                        f"epoch {epoch} (pg_loss {float(pg_loss.detach())}); check the rewards "
-                        f"and the lr"
-                    )
-                # Backward, clip ||g|| to max_grad_norm (the norm before clipping is reported),
-                # one AdamW step.
-                self.optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                max_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
-                self.optimizer.step()
-
-                with torch.no_grad():  # k3 of pi_old vs pi_theta; share of clipped tokens
-                    approx_kl = aggregate_loss(
-                        kl_penalty(old_logp, logp, "k3", mask), mask, "token-mean"
-                    )
-                    clip_frac = aggregate_loss(clipped.float(), mask, "token-mean")
-                stats["loss"].append(float(loss.detach()))
-                stats["pg_loss"].append(float(pg_loss.detach()))
-                stats["entropy"].append(float(entropy.detach()))
-                stats["clip_frac"].append(float(clip_frac.detach()))
-                stats["approx_kl"].append(float(approx_kl.detach()))
-                stats["grad_norm"].append(float(grad_norm.detach()))
+                for name, value in self._minibatch_step(batch, minibatch, epoch).items():
+                    stats[name].append(value)
         self.iteration += 1
 
         metrics = {name: float(np.mean(values)) for name, values in stats.items()}
@@ -743,6 +716,126 @@ class Trainer:
             num_tokens=float(num_tokens),
         )
         return metrics
+
+    def _minibatch_step(
+        self, batch: Batch, minibatch: NDArray[np.intp], epoch: int
+    ) -> dict[str, float]:
+        """One optimizer step on the rows `minibatch` of `batch`: forward, loss, backward,
+        clip the gradient norm, AdamW. Returns this step's metrics (`train_step`'s names).
+
+        Raises:
+            FloatingPointError: the loss is not finite.
+        """
+        cfg = self.config
+        index = torch.as_tensor(np.sort(minibatch), device=batch.input_ids.device)
+        width = int(batch.attention_mask[index].sum(1).max())  # drop all-pad columns
+        at = (index, slice(None, width))  # these rows, [B_mb, width]
+        input_ids, mask = batch.input_ids[at], batch.loss_mask[at]
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=batch.attention_mask[at],
+            position_ids=batch.position_ids[at],
+            use_cache=False,
+            output_hidden_states=self.value_head is not None,
+        )
+        # log pi_theta with gradient; log pi_old from step 3 (or detached).
+        logp = logprobs_from_logits(out.logits, input_ids, temperature=cfg.temperature)
+        old_logp = logp.detach() if cfg.old_logprobs == "detach" else batch.old_logprobs[at]
+        terms = self._loss(batch, at, out, logp, old_logp)
+        if not torch.isfinite(terms.loss):
+            raise FloatingPointError(
+                f"non-finite loss {float(terms.loss.detach())} at iteration {self.iteration}, "
+                f"epoch {epoch} (pg_loss {float(terms.pg_loss.detach())}); check the rewards "
+                f"and the lr"
+            )
+        # Backward, clip ||g|| to max_grad_norm (the norm before clipping is reported), one
+        # AdamW step.
+        self.optimizer.zero_grad(set_to_none=True)
+        terms.loss.backward()
+        max_norm = math.inf if cfg.max_grad_norm is None else cfg.max_grad_norm
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.params, max_norm)
+        self.optimizer.step()
+
+        with torch.no_grad():  # k3 of pi_old vs pi_theta; share of clipped tokens
+            approx_kl = aggregate_loss(kl_penalty(old_logp, logp, "k3", mask), mask, "token-mean")
+            clip_frac = aggregate_loss(terms.clipped.float(), mask, "token-mean")
+        stats = {}
+        if terms.kl is not None:
+            stats["kl"] = float(terms.kl.detach())
+        if terms.value_loss is not None:
+            stats["value_loss"] = float(terms.value_loss.detach())
+        stats.update(
+            loss=float(terms.loss.detach()),
+            pg_loss=float(terms.pg_loss.detach()),
+            entropy=float(terms.entropy.detach()),
+            clip_frac=float(clip_frac.detach()),
+            approx_kl=float(approx_kl.detach()),
+            grad_norm=float(grad_norm.detach()),
+        )
+        return stats
+
+    def _loss(
+        self,
+        batch: Batch,
+        at: tuple[torch.Tensor, slice],
+        out: Any,
+        logp: torch.Tensor,
+        old_logp: torch.Tensor,
+    ) -> _LossTerms:
+        """The minibatch loss (module docstring), on the rows and columns `at` of `batch`::
+
+            loss = agg(l) + kl_coef * agg(k) - ent_coef * agg(H) + vf_coef * L_V
+
+        `out` is the model's output on those rows (hidden states for PPO), `logp` and
+        `old_logp` are ``log pi_theta`` and ``log pi_old``, ``[B_mb, width]`` each.
+        """
+        cfg = self.config
+        mask = batch.loss_mask[at]
+        scale = cfg.max_new_tokens if cfg.loss_scale_factor is None else cfg.loss_scale_factor
+
+        def agg(per_token: torch.Tensor) -> torch.Tensor:  # aggregate_loss, loss_agg_mode
+            return aggregate_loss(per_token, mask, cfg.loss_agg_mode, loss_scale_factor=scale)
+
+        # Policy: l_t = max(-A r, -A clip(r, 1 - eps_low, 1 + eps_high)), aggregated.
+        pg_mat, clipped = policy_loss(
+            logp,
+            old_logp,
+            batch.advantages[at],
+            mask,
+            clip_eps_low=cfg.clip_eps,
+            clip_eps_high=cfg.eps_high,
+            dual_clip_c=cfg.dual_clip_c,
+        )
+        if batch.tis_weights is not None:  # truncated importance sampling (tis_cap)
+            pg_mat = pg_mat * batch.tis_weights[at]
+        pg_loss = agg(pg_mat)
+        loss = pg_loss
+
+        # KL to the reference: + beta agg(k), k = k1 | k2 | k3 of pi_theta vs pi_ref.
+        kl = None
+        if batch.ref_logprobs is not None:
+            kl = agg(kl_penalty(logp, batch.ref_logprobs[at], cfg.kl_estimator, mask))
+            loss = loss + cfg.kl_coef * kl
+
+        # Entropy bonus: - c_H agg(H); always reported.
+        logits = out.logits if cfg.ent_coef > 0 else out.logits.detach()
+        entropy = agg(entropy_from_logits(logits, temperature=cfg.temperature))
+        if cfg.ent_coef > 0:
+            loss = loss - cfg.ent_coef * entropy
+
+        # Value: + c_V * 1/2 mean max((V - R)^2, (V_old + clip(V - V_old) - R)^2).
+        v_loss = None
+        if self.value_head is not None:
+            values = self.value_head(out.hidden_states[-1].float()).squeeze(-1)
+            v_loss = value_loss(
+                values,
+                batch.old_values[at],
+                batch.returns[at],
+                batch.value_mask[at],
+                clip_eps=cfg.value_clip_eps,
+            )
+            loss = loss + cfg.vf_coef * v_loss
+        return _LossTerms(loss, pg_loss, entropy, clipped, kl, v_loss)
 
 
 # --------------------------------------------------------------------------------------
@@ -834,6 +927,36 @@ def train(
 # --------------------------------------------------------------------------------------
 # Helpers
 # --------------------------------------------------------------------------------------
+
+
+class _TurnStarts(NamedTuple):
+    """Where each turn's value ``V_t`` is read: the token before the turn's first policy token
+    (``[K]`` each, one entry per turn of every row)."""
+
+    at: tuple[torch.Tensor, torch.Tensor]  # (row, column) index into [B, L] tensors
+    episode: NDArray[np.intp]  # the turn's episode
+    turn: NDArray[np.intp]  # its turn index within that episode
+
+
+def _turn_starts(rows: PaddedRows, device: torch.device) -> _TurnStarts:
+    """The positions of `_TurnStarts` in `rows`."""
+    turn_index = rows.turn_index  # [B, L], -1 off policy tokens
+    previous = np.pad(turn_index[:, :-1], ((0, 0), (1, 0)), constant_values=-1)
+    row, first = np.nonzero((turn_index >= 0) & (turn_index != previous))
+    column = first - 1  # >= 0: every row starts with a prompt token
+    at = (torch.as_tensor(row, device=device), torch.as_tensor(column, device=device))
+    return _TurnStarts(at, rows.episode_index[row], turn_index[row, first])
+
+
+class _LossTerms(NamedTuple):
+    """One minibatch's loss and its terms (scalars), from `Trainer._loss`."""
+
+    loss: torch.Tensor
+    pg_loss: torch.Tensor
+    entropy: torch.Tensor
+    clipped: torch.Tensor  # [B_mb, width] bool: tokens whose ratio the clip cut
+    kl: torch.Tensor | None  # with a reference model
+    value_loss: torch.Tensor | None  # PPO
 
 
 def _trainable(episodes: Sequence[Episode]) -> list[Episode]:

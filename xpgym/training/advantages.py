@@ -28,6 +28,13 @@ then exactly those computed without the failed ones.
   per-turn REINFORCE or ReBN exactly as on episodes (a verl estimator gets only
   ``token_level_rewards`` and ``response_mask``).
 
+Algorithm names
+---------------
+`turn_advantages` is the one place a critic-free algorithm's name (`CRITIC_FREE_ALGORITHMS`,
+from the `CriticFreeAlgorithm` Literal) becomes ``[B, T]`` per-turn advantages: the reference
+trainer and the parity suite call it, and adapters and recipes map their trainers' own names
+onto these.
+
 Normalisation options (`whiten`, `rebn`, `grpo`)
 ------------------------------------------------
 With ``mu`` the mean and ``var`` the variance of the statistics' population:
@@ -85,7 +92,7 @@ one element (NaN), so they have no finite reference; ``single_member="error"`` f
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -95,7 +102,11 @@ if TYPE_CHECKING:
     from xpgym.training.layouts import RowInfo
 
 __all__ = [
+    "CRITIC_FREE_ALGORITHMS",
+    "GROUP_ALGORITHMS",
     "TOKEN_ESTIMATORS",
+    "CriticFreeAlgorithm",
+    "GroupAlgorithm",
     "TokenEstimator",
     "broadcast_to_tokens",
     "discounted_returns",
@@ -109,6 +120,7 @@ __all__ = [
     "rloo",
     "row_returns",
     "token_advantages",
+    "turn_advantages",
     "turn_gae",
     "turn_index_from_mask",
     "turn_rewards",
@@ -119,13 +131,23 @@ StdKind = Literal["population", "unbiased"]
 EpsPlacement = Literal["std", "var", "clamp"]
 ZeroStd = Literal["eps", "zero"]
 SingleMember = Literal["zero", "keep", "error"]
-TokenEstimator = Literal["reinforce", "rebn"]
-TOKEN_ESTIMATORS: tuple[str, ...] = ("reinforce", "rebn")
 
-_STD_KINDS = ("population", "unbiased")
-_EPS_PLACEMENTS = ("std", "var", "clamp")
-_ZERO_STD = ("eps", "zero")
-_SINGLE_MEMBER = ("zero", "keep", "error")
+TokenEstimator = Literal["reinforce", "rebn"]
+"""The critic-free algorithms on per-turn discounted returns ``G_t``: the estimators
+`token_advantages` also computes from token tensors alone."""
+GroupAlgorithm = Literal["grpo", "dr_grpo", "rloo"]
+"""The critic-free algorithms that compare the scores of a group of episodes."""
+CriticFreeAlgorithm = Literal[TokenEstimator, GroupAlgorithm]
+"""The algorithms `turn_advantages` computes: every algorithm name that needs no critic."""
+
+TOKEN_ESTIMATORS: tuple[str, ...] = get_args(TokenEstimator)
+GROUP_ALGORITHMS: tuple[str, ...] = get_args(GroupAlgorithm)
+CRITIC_FREE_ALGORITHMS: tuple[str, ...] = get_args(CriticFreeAlgorithm)
+
+_STD_KINDS: tuple[str, ...] = get_args(StdKind)
+_EPS_PLACEMENTS: tuple[str, ...] = get_args(EpsPlacement)
+_ZERO_STD: tuple[str, ...] = get_args(ZeroStd)
+_SINGLE_MEMBER: tuple[str, ...] = get_args(SingleMember)
 
 
 # --------------------------------------------------------------------------------------------
@@ -480,10 +502,84 @@ def infra_filled_scores(episodes: Sequence[Episode]) -> NDArray[np.float64]:
     for ep, score, failed in zip(episodes, scores, infra, strict=True):
         if not failed and ep.group_id is not None:
             healthy.setdefault(ep.group_id, []).append(float(score))
-    for i in np.flatnonzero(infra):
+    for i in np.flatnonzero(infra).tolist():
         members = healthy.get(episodes[i].group_id, [])
         scores[i] = float(np.mean(members)) if members else 0.0
     return scores
+
+
+# --------------------------------------------------------------------------------------------
+# One dispatch by algorithm name
+
+
+def turn_advantages(
+    algorithm: CriticFreeAlgorithm,
+    rewards: ArrayLike,
+    mask: ArrayLike,
+    *,
+    gamma: float = 1.0,
+    group_ids: ArrayLike | Sequence[Hashable] | None = None,
+    **options: Any,
+) -> NDArray[np.float64]:
+    """Per-turn advantages of a critic-free algorithm, by name.
+
+    With ``G = discounted_returns(rewards, mask, gamma)`` and
+    ``s = episode_scores(rewards, mask)``::
+
+        reinforce   A_t = G_t                                      (no options)
+        rebn        A = rebn(G, mask, **options)                   whole-batch statistics
+        grpo        A_t = grpo(s, group_ids, **options)[b]         every turn of episode b
+        dr_grpo     A_t = dr_grpo(s, group_ids, **options)[b]     every turn of episode b
+        rloo        A_t = rloo(s, group_ids, **options)[b]        every turn of episode b
+
+    The group algorithms use the undiscounted score (`gamma` is not read) and give each
+    episode's one advantage to all of its turns. `options` are the estimator's keyword
+    arguments with their defaults otherwise (the std conventions and eps of `rebn`, `grpo`;
+    ``single_member`` of the group estimators). PPO's advantages need a value per turn:
+    `turn_gae`.
+
+    Infrastructure failures: give a failed episode mask False on all its turns (as
+    `turn_rewards` does) and, for the group algorithms, a group of its own (as
+    `xpgym.core.trajectory.training_group_ids` does); it then gets 0 and the other
+    episodes' advantages are those computed without it.
+
+    Args:
+        algorithm: One of `CRITIC_FREE_ALGORITHMS`.
+        rewards: ``[B, T]`` per-turn rewards, right-padded (finite on valid turns).
+        mask: ``[B, T]`` bool, True on real turns, a prefix of each row.
+        gamma: Discount per turn, in ``[0, 1]`` (reinforce, rebn).
+        group_ids: ``[B]`` group of each episode (hashables, not None); required by the
+            group algorithms, ignored by the others.
+        **options: Keyword arguments for the estimator (`rebn`, `grpo`, `dr_grpo`, `rloo`).
+
+    Returns:
+        ``[B, T]`` float64 advantages, 0 where ``mask`` is False.
+
+    Raises:
+        ValueError: an unknown algorithm (the message lists the valid ones), options for
+            reinforce, no `group_ids` for a group algorithm, or invalid inputs.
+    """
+    if algorithm not in CRITIC_FREE_ALGORITHMS:
+        raise ValueError(
+            f"unknown critic-free algorithm {algorithm!r}; choose one of "
+            f"{CRITIC_FREE_ALGORITHMS} (PPO's advantages need a value per turn: turn_gae)"
+        )
+    r, valid = _turn_inputs(rewards, mask, name="rewards")
+    if algorithm in GROUP_ALGORITHMS:
+        if group_ids is None:
+            raise ValueError(
+                f"algorithm {algorithm!r} compares episodes from the same start state; "
+                "pass group_ids ([B], e.g. each Episode.group_id)"
+            )
+        estimator = {"grpo": grpo, "dr_grpo": dr_grpo, "rloo": rloo}[algorithm]
+        per_episode = estimator(episode_scores(r, valid), group_ids, **options)  # A[b]
+        return np.where(valid, per_episode[:, None], 0.0)
+    returns = discounted_returns(r, valid, gamma)  # G_t = r_t + gamma G_{t+1}
+    if algorithm == "rebn":  # A_t = (G_t - mean G) / (std G + eps), all turns of the batch
+        return rebn(returns, valid, **options)
+    if options:
+        raise ValueError(f"reinforce takes no options (A_t = G_t); got {sorted(options)}")
+    return returns
 
 
 # --------------------------------------------------------------------------------------------
@@ -963,7 +1059,7 @@ def _as_bool_array(name: str, a: ArrayLike) -> NDArray[np.bool_]:
     return arr.astype(bool)
 
 
-def _check_same_shape(a: tuple[str, object], b: tuple[str, object]) -> None:
+def _check_same_shape(a: tuple[str, ArrayLike], b: tuple[str, ArrayLike]) -> None:
     shape_a, shape_b = np.shape(a[1]), np.shape(b[1])
     if shape_a != shape_b:
         raise ValueError(f"{a[0]} has shape {shape_a} but {b[0]} has shape {shape_b}")

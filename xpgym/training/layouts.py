@@ -76,7 +76,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from itertools import chain
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -109,7 +109,7 @@ __all__ = [
 ]
 
 Layout = Literal["per_turn", "per_episode"]
-LAYOUTS: tuple[str, ...] = ("per_turn", "per_episode")
+LAYOUTS: tuple[str, ...] = get_args(Layout)
 
 
 # --------------------------------------------------------------------------------------
