@@ -2,7 +2,7 @@
 
 `turn_advantages` is the only place a critic-free algorithm's name becomes advantages: a change
 planted in what it dispatches to reaches both of its users, the reference trainer
-(`xpgym.reference.trainer`) and the parity suite's reference (`parity.core.reference_turns`),
+(`xpgym.reference.trainer`) and the parity suite's reference (`parity.tokens.core.reference_turns`),
 and both take their algorithm names from its `Literal`.
 """
 
@@ -16,7 +16,7 @@ random_byte_lm = pytest.importorskip("random_byte_lm")
 
 from adapter_cases import GAMMA, episodes  # noqa: E402
 
-import parity.core  # noqa: E402
+import parity.tokens.core  # noqa: E402
 from xpgym.reference.trainer import ALGORITHMS, Trainer, TrainerConfig  # noqa: E402
 from xpgym.training import advantages  # noqa: E402
 from xpgym.training.advantages import CRITIC_FREE_ALGORITHMS, turn_rewards  # noqa: E402
@@ -39,7 +39,7 @@ def trainer_turn_advantages(algorithm: str) -> np.ndarray:
 
 
 def parity_turn_advantages(algorithm: str) -> np.ndarray:
-    return parity.core.reference_turns(algorithm, episodes(), GAMMA)
+    return parity.tokens.core.reference_turns(algorithm, episodes(), GAMMA)
 
 
 @pytest.mark.parametrize("algorithm", CRITIC_FREE_ALGORITHMS)
@@ -62,4 +62,4 @@ def test_the_reference_trainer_trains_the_critic_free_algorithms_and_ppo():
 
 
 def test_parity_holds_trainers_against_every_critic_free_algorithm():
-    assert parity.core.ALGORITHMS == CRITIC_FREE_ALGORITHMS
+    assert parity.tokens.core.ALGORITHMS == CRITIC_FREE_ALGORITHMS

@@ -23,6 +23,7 @@ import numpy as np
 import torch
 
 import xpgym
+from xpgym.core.env import Env
 from xpgym.reference.losses import token_logprobs
 from xpgym.rollout.collector import RolloutCollector
 from xpgym.rollout.policies import Generation
@@ -69,8 +70,12 @@ class RandomValidGuesser:
 
 def number_range(env_id: str) -> tuple[int, int]:
     """The smallest and largest secret number of a GuessTheNumber env (from its reset info)."""
-    _, info = xpgym.make(env_id).reset(seed=0)
-    return info["min_number"], info["max_number"]
+    env = xpgym.make(env_id)
+    if not isinstance(env, Env):
+        raise TypeError(f"{env_id!r} is a multi-agent env; the warm start plays GuessTheNumber")
+    _, info = env.reset(seed=0)
+    env.close()
+    return int(info["min_number"]), int(info["max_number"])
 
 
 def pretrain(

@@ -76,7 +76,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from itertools import chain
-from typing import Any, Literal, NamedTuple, get_args
+from typing import Any, Literal, NamedTuple, cast, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -447,7 +447,7 @@ class PackedRows(RowInfo):
         new_lengths = np.minimum(lengths, keep)
         kept = self.position_ids < np.repeat(new_lengths, lengths)
         token_rewards = self.token_rewards.copy()
-        for b in np.flatnonzero(over):
+        for b in np.flatnonzero(over).tolist():
             start, stop = int(self.cu_seqlens[b]), int(self.cu_seqlens[b + 1])
             cut_at = start + int(new_lengths[b])
             policy = np.flatnonzero(self.response_mask[start:cut_at])
@@ -796,7 +796,8 @@ def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) ->
     if with_logprobs:
         logprobs = np.zeros(n_tokens, dtype=np.float32)
         logprobs[policy] = np.fromiter(
-            chain.from_iterable(turn.response_logprobs for turn in turn_list),
+            # `_check_turns` found log-probs on every turn (`with_logprobs`)
+            chain.from_iterable(cast(list[float], turn.response_logprobs) for turn in turn_list),
             np.float32,
             count=len(policy),
         )
