@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from xpgym.recipe_args import parse_dataclass_args
+from xpgym.training.advantages import GROUP_ALGORITHMS
 
 ESTIMATOR = {  # --algorithm -> (--algo.advantage.estimator, xpgym override or None)
     "rebn": ("reinforce", "rebn"),
@@ -76,7 +77,7 @@ def check_args(args: Args) -> None:
     """Refuse flags OpenRLHF cannot run together, before anything is written."""
     if args.algorithm not in ESTIMATOR:
         raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
-    if args.algorithm in ("grpo", "dr_grpo", "rloo") and args.n_samples_per_prompt < 2:
+    if args.algorithm in GROUP_ALGORITHMS and args.n_samples_per_prompt < 2:
         raise SystemExit(f"--algorithm {args.algorithm} needs --n-samples-per-prompt >= 2")
 
 

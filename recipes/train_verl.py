@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from xpgym.recipe_args import parse_dataclass_args
+from xpgym.training.advantages import GROUP_ALGORITHMS
 
 
 @dataclass
@@ -69,7 +70,7 @@ def check_args(args: Args) -> None:
 
     if args.algorithm not in ALGORITHMS:
         raise SystemExit(f"--algorithm must be one of {sorted(ALGORITHMS)}, got {args.algorithm!r}")
-    if args.algorithm in ("grpo", "dr_grpo", "rloo"):
+    if args.algorithm in GROUP_ALGORITHMS:
         if args.rollout_n < 2:
             raise SystemExit(f"--algorithm {args.algorithm} needs --rollout-n >= 2 (a group)")
         if args.layout != "per_episode":

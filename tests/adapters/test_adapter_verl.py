@@ -56,7 +56,7 @@ from xpgym.adapters.verl import (  # noqa: E402
 )
 from xpgym.core.trajectory import Episode, Turn  # noqa: E402
 from xpgym.rollout.runner import make_tasks  # noqa: E402
-from xpgym.training.advantages import dr_grpo, grpo, rloo, whiten  # noqa: E402
+from xpgym.training.advantages import CRITIC_FREE_ALGORITHMS, dr_grpo, grpo, rloo, whiten  # noqa: E402
 
 P, R = 3, 8  # longest prompt and response of the cases
 
@@ -517,7 +517,11 @@ def test_launch_config_composes_and_names_every_algorithm(tmp_path: Path) -> Non
         overrides = ppo_overrides(model="m", run_dir=tmp_path, algorithm=algorithm)
         assert f"algorithm.adv_estimator={estimator}" in overrides
     with pytest.raises(ValueError, match="algorithm must be one of"):
-        ppo_overrides(model="m", run_dir=tmp_path, algorithm="ppo")
+        ppo_overrides(model="m", run_dir=tmp_path, algorithm="ppo")  # type: ignore[arg-type]
+
+
+def test_every_critic_free_algorithm_of_the_dispatch_has_a_verl_estimator() -> None:
+    assert set(ALGORITHMS) == set(CRITIC_FREE_ALGORITHMS)
 
 
 # --------------------------------------------------------------------------------------

@@ -94,7 +94,11 @@ from xpgym.rollout.runner import (  # noqa: E402
     shared_prompt_builder,
     task_env_pool,
 )
-from xpgym.training.advantages import token_advantages  # noqa: E402
+from xpgym.training.advantages import (  # noqa: E402
+    TOKEN_ESTIMATORS,
+    TokenEstimator,
+    token_advantages,
+)
 from xpgym.training.layouts import (  # noqa: E402
     episode_rows,
     shift_to_predictions,
@@ -120,7 +124,7 @@ logger = logging.getLogger(__name__)
 ENV_PATH = str(Path(__file__).with_name("rl2_env.py"))
 """A file for ``rollout.env_path`` that exposes `reset` and `step`."""
 
-ESTIMATORS = {"xpgym_reinforce": "reinforce", "xpgym_rebn": "rebn"}
+ESTIMATORS: dict[str, TokenEstimator] = {f"xpgym_{name}": name for name in TOKEN_ESTIMATORS}
 """``adv.estimator`` values the override handles -> `token_advantages` estimator."""
 
 
@@ -181,7 +185,7 @@ def turn_advantages(
     advantages = token_advantages(
         tensor_dict["rewards"].detach().cpu().numpy(),
         tensor_dict["action_mask"].detach().cpu().numpy(),
-        estimator=estimator,  # type: ignore[arg-type]
+        estimator=estimator,
         gamma=float(config.gamma),
         episode_offsets=cu_seqs.detach().cpu().numpy(),
     )

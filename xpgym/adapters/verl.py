@@ -113,7 +113,11 @@ from xpgym.rollout.runner import (  # noqa: E402
     shared_prompt_builder,
     task_env_pool,
 )
-from xpgym.training.advantages import row_returns, token_advantages  # noqa: E402
+from xpgym.training.advantages import (  # noqa: E402
+    CriticFreeAlgorithm,
+    row_returns,
+    token_advantages,
+)
 from xpgym.training.layouts import Layout, PackedRows, build_rows  # noqa: E402
 
 __all__ = [
@@ -544,21 +548,22 @@ def episode_outputs(
 # Launch configuration (verl's ``ppo_trainer`` config for `XpgymAgentLoop`)
 # --------------------------------------------------------------------------------------
 
-ALGORITHMS: dict[str, tuple[str, bool]] = {
+ALGORITHMS: dict[CriticFreeAlgorithm, tuple[str, bool]] = {
     "rebn": ("xpgym_rebn", True),
     "reinforce": ("xpgym_reinforce", True),
     "grpo": ("grpo", True),
     "dr_grpo": ("grpo", False),
     "rloo": ("rloo", True),
 }
-"""Algorithm name -> (``algorithm.adv_estimator``, ``algorithm.norm_adv_by_std_in_grpo``)."""
+"""Algorithm name (each of `xpgym.training.advantages.CRITIC_FREE_ALGORITHMS`) ->
+(``algorithm.adv_estimator``, ``algorithm.norm_adv_by_std_in_grpo``)."""
 
 
 def ppo_overrides(
     *,
     model: str,
     run_dir: Path,
-    algorithm: str = "rebn",
+    algorithm: CriticFreeAlgorithm = "rebn",
     gamma: float = 0.9,
     train_batch_size: int = 32,
     rollout_n: int = 1,

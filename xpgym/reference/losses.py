@@ -62,8 +62,8 @@ LossAggMode = Literal[
 ]
 KLEstimator = Literal["k1", "k2", "k3"]
 
-LOSS_AGG_MODES: tuple[str, ...] = get_args(LossAggMode)
-KL_ESTIMATORS: tuple[str, ...] = get_args(KLEstimator)
+LOSS_AGG_MODES: tuple[LossAggMode, ...] = get_args(LossAggMode)
+KL_ESTIMATORS: tuple[KLEstimator, ...] = get_args(KLEstimator)
 
 
 # --------------------------------------------------------------------------------------

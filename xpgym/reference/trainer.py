@@ -148,8 +148,8 @@ Algorithm = Literal[CriticFreeAlgorithm, "ppo"]
 head and turn-level GAE, here)."""
 OldLogprobs = Literal["recompute", "rollout", "detach"]
 
-ALGORITHMS: tuple[str, ...] = get_args(Algorithm)
-OLD_LOGPROBS: tuple[str, ...] = get_args(OldLogprobs)
+ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
+OLD_LOGPROBS: tuple[OldLogprobs, ...] = get_args(OldLogprobs)
 
 AdvantageFn = Callable[["Batch"], "torch.Tensor | NDArray[np.floating]"]
 """``batch -> [B, L]`` token advantages to train on instead of ``batch.advantages`` (see

@@ -140,14 +140,14 @@ GroupAlgorithm = Literal["grpo", "dr_grpo", "rloo"]
 CriticFreeAlgorithm = Literal[TokenEstimator, GroupAlgorithm]
 """The algorithms `turn_advantages` computes: every algorithm name that needs no critic."""
 
-TOKEN_ESTIMATORS: tuple[str, ...] = get_args(TokenEstimator)
-GROUP_ALGORITHMS: tuple[str, ...] = get_args(GroupAlgorithm)
-CRITIC_FREE_ALGORITHMS: tuple[str, ...] = get_args(CriticFreeAlgorithm)
+TOKEN_ESTIMATORS: tuple[TokenEstimator, ...] = get_args(TokenEstimator)
+GROUP_ALGORITHMS: tuple[GroupAlgorithm, ...] = get_args(GroupAlgorithm)
+CRITIC_FREE_ALGORITHMS: tuple[CriticFreeAlgorithm, ...] = get_args(CriticFreeAlgorithm)
 
-_STD_KINDS: tuple[str, ...] = get_args(StdKind)
-_EPS_PLACEMENTS: tuple[str, ...] = get_args(EpsPlacement)
-_ZERO_STD: tuple[str, ...] = get_args(ZeroStd)
-_SINGLE_MEMBER: tuple[str, ...] = get_args(SingleMember)
+_STD_KINDS: tuple[StdKind, ...] = get_args(StdKind)
+_EPS_PLACEMENTS: tuple[EpsPlacement, ...] = get_args(EpsPlacement)
+_ZERO_STD: tuple[ZeroStd, ...] = get_args(ZeroStd)
+_SINGLE_MEMBER: tuple[SingleMember, ...] = get_args(SingleMember)
 
 
 # --------------------------------------------------------------------------------------------

@@ -109,7 +109,7 @@ __all__ = [
 ]
 
 Layout = Literal["per_turn", "per_episode"]
-LAYOUTS: tuple[str, ...] = get_args(Layout)
+LAYOUTS: tuple[Layout, ...] = get_args(Layout)
 
 
 # --------------------------------------------------------------------------------------
