@@ -110,3 +110,88 @@ def test_the_package_type_checks_clean() -> None:
         [sys.executable, "-m", "mypy"], cwd=ROOT, capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stdout[-20000:] + done.stderr
+
+
+# ---------------------------------------------------------------- the layout in the docs
+
+ARCHITECTURE = ROOT / "docs" / "architecture.md"
+DOCUMENTED_IN_FULL = ("xpgym", "xpgym/core", "xpgym/rollout", "xpgym/training")
+"""Folders whose every module and package the layout block must name."""
+
+
+def _layout_entries() -> dict[str, str]:
+    """The layout block of docs/architecture.md: path -> its description.
+
+    Each line is ``<indent><name(s)>  <description>``; two spaces of indent mean one level
+    down; ``a.py, b.py`` names two entries; a line that starts with spaces only continues the
+    description above it.
+    """
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    block = text.split("## Layout", 1)[1].split("```", 2)[1]
+    entries: dict[str, str] = {}
+    parents: list[str] = []
+    last: list[str] = []
+    for line in block.strip("\n").splitlines():
+        indent = len(line) - len(line.lstrip(" "))
+        names, _, description = line.strip().partition("  ")
+        if indent >= 24:  # the description column: a continuation line
+            for path in last:
+                entries[path] += " " + line.strip()
+            continue
+        depth = indent // 2
+        del parents[depth:]
+        base = "/".join(p.rstrip("/") for p in parents)
+        last = []
+        for name in (n.strip() for n in names.split(",")):
+            path = f"{base}/{name}".lstrip("/")
+            entries[path] = description.strip()
+            last.append(path)
+        if names.endswith("/"):
+            parents.append(names)
+    return entries
+
+
+def _named_in(description: str) -> list[str]:
+    """The files and folders a description names: ``x/`` and ``x.py`` words (a pattern such
+    as ``train_<framework>.py`` is not a name)."""
+    words = [w.strip("(),;:`") for w in description.split()]
+    return [w for w in words if w.endswith(("/", ".py")) and "<" not in w]
+
+
+def _resolves(path: str, named: str) -> bool:
+    """`named`, in the description of `path`, is inside `path`, beside it, or (with a slash
+    inside it) a path from the repository's root."""
+    if "/" in named.rstrip("/"):
+        return (ROOT / named).exists()
+    here = ROOT / path
+    return (here / named).exists() or (here.parent / named).exists()
+
+
+def test_every_path_the_architecture_page_names_exists() -> None:
+    missing = []
+    for path, description in _layout_entries().items():
+        if not (ROOT / path).exists():
+            missing.append(path)
+        missing += [
+            f"{named} (in the description of {path})"
+            for named in _named_in(description)
+            if not _resolves(path, named)
+        ]
+    assert missing == []
+
+
+def test_the_architecture_page_names_every_module_of_the_three_floors() -> None:
+    entries = _layout_entries()
+    unnamed = []
+    for folder in DOCUMENTED_IN_FULL:
+        for child in sorted((ROOT / folder).iterdir()):
+            if child.name.startswith(("_", ".")) and child.name != "__main__.py":
+                continue
+            if child.is_dir() and not (child / "__init__.py").exists():
+                continue
+            if child.is_file() and child.suffix != ".py":
+                continue
+            key = f"{folder}/{child.name}/" if child.is_dir() else f"{folder}/{child.name}"
+            if key.rstrip("/") not in {e.rstrip("/") for e in entries}:
+                unnamed.append(key)
+    assert unnamed == []
