@@ -9,8 +9,9 @@ them. `stand_ins` puts an empty module in ``sys.modules`` for each one that is m
 (every attribute of it is a new empty class, enough for ``from x import Y`` at import time),
 and on exit removes the stand-ins and every module of the given trainer packages imported
 inside the block (the ones that hold references to stand-ins), from ``sys.modules`` and from
-their parent packages' attributes, so nothing outside the block sees a stand-in. Other modules imported on the way (torch internals) stay: importing those
-twice breaks them. Modules that are installed are used as they are.
+their parent packages' attributes, so nothing outside the block sees a stand-in. Other
+modules imported on the way (torch internals) stay: importing those twice breaks them.
+Modules that are installed are used as they are.
 """
 
 from __future__ import annotations

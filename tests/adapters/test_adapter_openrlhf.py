@@ -47,6 +47,7 @@ from adapter_cases import (  # noqa: E402
 )
 
 from parity.shared.trainer_code import stand_ins  # noqa: E402
+from parity.tokens.openrlhf import GPU_ONLY  # noqa: E402
 from xpgym.adapters.openrlhf import (  # noqa: E402
     AGENT_FUNC_PATH,
     AgentExecutor,
@@ -59,19 +60,6 @@ from xpgym.rollout.runner import EpisodeTask, make_tasks  # noqa: E402
 from xpgym.training.advantages import dr_grpo, grpo, rloo, whiten  # noqa: E402
 
 T = 11  # longest row: B, 3 prompt + 8 response tokens
-GPU_ONLY = [
-    "flash_attn",
-    "flash_attn.bert_padding",
-    "flash_attn.utils",
-    "flash_attn.utils.distributed",
-    "deepspeed",
-    "deepspeed.runtime",
-    "deepspeed.runtime.zero",
-    "deepspeed.runtime.zero.partition_parameters",
-    "vllm",
-    "vllm.inputs",
-    "vllm.utils",
-]
 
 
 @pytest.fixture(scope="module")
