@@ -1008,6 +1008,7 @@ def _factorize(group_ids: ArrayLike | Sequence[Hashable], n: int) -> tuple[NDArr
     if isinstance(group_ids, np.ndarray) and group_ids.ndim == 1:
         ids = group_ids
     else:
+        # ArrayLike admits scalars, which are not iterable; a group id list is (documented)
         items = list(group_ids)  # type: ignore[arg-type]
         ids = np.fromiter(items, dtype=object, count=len(items))
     if ids.shape[0] != n:
