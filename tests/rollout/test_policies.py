@@ -29,9 +29,10 @@ from xpgym.rollout.policies import (
     Policy,
     PolicyError,
 )
+from xpgym.rollout.policies import vllm as vllm_policy_module
 from xpgym.rollout.policies.hf import HFPolicy
 from xpgym.rollout.policies.openai import OpenAIPolicy
-from xpgym.rollout.policies.vllm import VLLMPolicy
+from xpgym.rollout.policies.vllm import VLLMPolicy, cpu_kv_cache_bytes
 from xpgym.training.layouts import episode_rows
 
 try:  # the HTTP tests run without torch; the tests that use a tokenizer or model skip
@@ -535,6 +536,62 @@ def test_vllm_policy_rejects_prompts_without_room_for_a_token(monkeypatch, token
     with pytest.raises(ContextLengthError, match="prompt 1 has 4 tokens"):
         policy.generate(["ab", "abcd"])
     assert len(llm.calls) == 1  # the over-long batch never reached the engine
+
+
+def _fake_vllm(monkeypatch, tokenizer, *, on_cpu: bool) -> list[dict[str, Any]]:
+    """A ``vllm`` module whose ``LLM`` records its arguments, on a CPU platform or not."""
+    built: list[dict[str, Any]] = []
+
+    def llm(**kwargs: Any) -> FakeLLM:
+        built.append(kwargs)
+        return FakeLLM(tokenizer)
+
+    platform = types.SimpleNamespace(is_cpu=lambda: on_cpu)
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=llm))
+    monkeypatch.setitem(
+        sys.modules, "vllm.platforms", types.SimpleNamespace(current_platform=platform)
+    )
+    monkeypatch.delenv("VLLM_CPU_KVCACHE_SPACE", raising=False)
+    return built
+
+
+def test_from_model_sizes_the_kv_cache_itself_on_a_cpu(monkeypatch, tokenizer):
+    built = _fake_vllm(monkeypatch, tokenizer, on_cpu=True)
+    monkeypatch.setattr(vllm_policy_module, "cpu_kv_cache_bytes", lambda: 300 << 20)
+    VLLMPolicy.from_model("m", llm_kwargs={"dtype": "float32"})
+    assert built == [{"model": "m", "dtype": "float32", "kv_cache_memory_bytes": 300 << 20}]
+
+
+@pytest.mark.parametrize(
+    ("llm_kwargs", "environ"),
+    [
+        ({"kv_cache_memory_bytes": 1 << 20}, {}),
+        ({"gpu_memory_utilization": 0.1}, {}),
+        ({}, {"VLLM_CPU_KVCACHE_SPACE": "1"}),
+    ],
+)
+def test_from_model_keeps_a_kv_cache_size_the_caller_gave(
+    monkeypatch, tokenizer, llm_kwargs, environ
+):
+    built = _fake_vllm(monkeypatch, tokenizer, on_cpu=True)
+    for name, value in environ.items():
+        monkeypatch.setenv(name, value)
+    VLLMPolicy.from_model("m", llm_kwargs=llm_kwargs)
+    assert built == [{"model": "m", **llm_kwargs}]
+
+
+def test_from_model_leaves_a_gpu_engine_to_vllms_own_sizing(monkeypatch, tokenizer):
+    built = _fake_vllm(monkeypatch, tokenizer, on_cpu=False)
+    VLLMPolicy.from_model("m")
+    assert built == [{"model": "m"}]
+
+
+@pytest.mark.parametrize(
+    ("available", "expected"),
+    [(0, 256 << 20), (2 << 30, 512 << 20), (64 << 30, 4 << 30)],
+)
+def test_the_cpu_kv_cache_is_a_quarter_of_free_memory_within_bounds(available, expected):
+    assert cpu_kv_cache_bytes(available) == expected
 
 
 # -- VLLMPolicy on a real engine: vllm (GPU) or vllm-cpu, with the tiny Llama --------------

