@@ -76,6 +76,8 @@ class _PatchingLoader(importlib.abc.Loader):
         getattr(importlib.import_module(where), name)(module)
 
     def __getattr__(self, name: str) -> Any:  # get_source, is_package, ... of the real loader
+        if name == "_loader":  # not set yet (a copy): no recursion
+            raise AttributeError(name)
         return getattr(self._loader, name)
 
 
