@@ -16,10 +16,12 @@ from typing import Any
 
 import pytest
 
-torch = pytest.importorskip("torch")
+pytest.importorskip("torch")
 
-from parity.e2e import verl_cpu  # noqa: E402
-from parity.e2e.verl_cpu.vllm_sync import (  # noqa: E402
+import torch
+
+from parity.e2e import verl_cpu
+from parity.e2e.verl_cpu.vllm_sync import (
     BucketGather,
     PatchOnImport,
     TokenReport,
@@ -141,11 +143,14 @@ class _ModelRunner:
     """What verl's worker extension and `vllm_sync.reload` use of vLLM's model runner."""
 
     def __init__(self) -> None:
+        self.embed_tokens = torch.nn.Embedding(161, 128)
+        self.lm_head = torch.nn.Linear(128, 161, bias=False)
+        self.repacks = _Recorder()
+        self.lm_head.quant_method = self.repacks  # type: ignore[assignment]
         self.model = torch.nn.Module()
         self.model.model = torch.nn.Module()
-        self.model.model.embed_tokens = torch.nn.Embedding(161, 128)
-        self.model.lm_head = torch.nn.Linear(128, 161, bias=False)
-        self.model.lm_head.quant_method = _Recorder()
+        self.model.model.embed_tokens = self.embed_tokens
+        self.model.lm_head = self.lm_head
         model_config = types.SimpleNamespace(
             hf_config=types.SimpleNamespace(tie_word_embeddings=True),
             word_embeddings_untied_by_checkpoint=False,
@@ -184,7 +189,7 @@ def test_verls_bucketed_sync_reaches_vllm_as_one_reload_of_every_tensor(
     monkeypatch.setattr(transfer, "is_support_ipc", lambda: False)
     monkeypatch.setenv("VERL_RAY_JOB_ID", f"parity-test-{tmp_path.name}")
 
-    class Extension(utils.vLLMColocateWorkerExtension):  # type: ignore[misc, name-defined]
+    class Extension(utils.vLLMColocateWorkerExtension):  # type: ignore[name-defined]
         pass
 
     patch_weight_sync(Extension, WeightReport(tmp_path / "weights.json"))
@@ -215,9 +220,9 @@ def test_verls_bucketed_sync_reaches_vllm_as_one_reload_of_every_tensor(
     (reloaded,) = runner.reloads
     assert [name for name, _ in reloaded] == [name for name, _ in sent]
     assert all(torch.equal(got, want) for (_, got), (_, want) in zip(reloaded, sent, strict=True))
-    model = runner.model
-    assert model.lm_head.weight is model.model.embed_tokens.weight
-    assert len(model.lm_head.quant_method.processed) == 1
+    assert runner.lm_head.weight is runner.embed_tokens.weight
+    (repacked,) = runner.repacks.processed
+    assert repacked is runner.embed_tokens.weight
     report = json.loads((tmp_path / "weights.json").read_text())
     assert report["syncs"] == [{"buckets": buckets, "tensors": len(TINY_SHAPES)}]
 

@@ -148,7 +148,7 @@ class WeightReport:
         self.path.write_text(json.dumps(report))
 
 
-def patch_weight_sync(extension: type, report: WeightReport) -> None:
+def patch_weight_sync(extension: type[Any], report: WeightReport) -> None:
     """Make `extension` (verl's ``vLLMColocateWorkerExtension`` or a subclass) gather every
     bucket of a sync and `reload` once after the last; `report` notes each sync.
 
@@ -217,7 +217,7 @@ class TokenReport:
         self.path.write_text(json.dumps({"tokens_by_step": self.tokens_by_step}))
 
 
-def patch_token_report(server: type, report: TokenReport) -> None:
+def patch_token_report(server: type[Any], report: TokenReport) -> None:
     """Make `server` (verl's ``vLLMHttpServer``) count each generate's tokens in `report`;
     what generate returns is unchanged."""
     if server.__dict__.get(_PATCHED):
