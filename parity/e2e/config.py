@@ -26,6 +26,9 @@ class E2EConfig:
         max_completion_length: Tokens after the first prompt, env tokens included.
         seed: Task and sampling seed.
         threads: torch threads.
+        rollout: The rollout engine, for a trainer whose harness offers a choice
+            (`parity.e2e.runs.TrainerRun.rollouts`, e.g. verl's ``hf_cpu`` or ``vllm``);
+            None: each trainer's default.
     """
 
     warm: WarmModelConfig = field(default_factory=WarmModelConfig)
@@ -38,3 +41,4 @@ class E2EConfig:
     max_completion_length: int = 96
     seed: int = 0
     threads: int = 1
+    rollout: str | None = None

