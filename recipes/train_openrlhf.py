@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import runpy
 import sys
 from dataclasses import asdict, dataclass
@@ -41,15 +40,6 @@ from typing import Any
 import numpy as np
 
 from xpgym.recipe_args import parse_dataclass_args
-from xpgym.training.advantages import GROUP_ALGORITHMS
-
-ESTIMATOR = {  # --algorithm -> (--algo.advantage.estimator, xpgym override or None)
-    "rebn": ("reinforce", "rebn"),
-    "reinforce": ("reinforce", "reinforce"),
-    "grpo": ("group_norm", None),
-    "dr_grpo": ("dr_grpo", None),
-    "rloo": ("rloo", None),
-}
 
 
 @dataclass
@@ -75,105 +65,63 @@ class Args:
 
 def check_args(args: Args) -> None:
     """Refuse flags OpenRLHF cannot run together, before anything is written."""
-    if args.algorithm not in ESTIMATOR:
-        raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
-    if args.algorithm in GROUP_ALGORITHMS and args.n_samples_per_prompt < 2:
-        raise SystemExit(f"--algorithm {args.algorithm} needs --n-samples-per-prompt >= 2")
+    from xpgym.adapters.openrlhf import check_algorithm
+
+    try:
+        check_algorithm(args.algorithm, args.n_samples_per_prompt)
+    except ValueError as exc:
+        raise SystemExit(f"--algorithm / --n-samples-per-prompt: {exc}") from None
 
 
 # --------------------------------------------------------------------------------------
-# Config: OpenRLHF's flags and Ray runtime env (the model is --model: OpenRLHF loads it)
+# Launch: the task rows, then OpenRLHF's CLI with xpgym's flags (the model is --model)
 # --------------------------------------------------------------------------------------
 
 
 def openrlhf_flags(args: Args, out_dir: Path) -> list[str]:
     """Command-line flags of ``openrlhf.cli.train_ppo_ray`` for this run."""
-    from xpgym.adapters.openrlhf import AGENT_FUNC_PATH
+    from xpgym.adapters.openrlhf import train_ppo_ray_flags
 
-    estimator, _ = ESTIMATOR[args.algorithm]
-    n = str(args.n_gpus)
-    return [
-        "--actor.model_name_or_path", args.model,
-        "--train.agent_func_path", AGENT_FUNC_PATH,
-        "--data.prompt_dataset", str(out_dir / "train.jsonl"),
-        "--data.input_key", "prompt",
-        "--data.label_key", "label",
-        "--data.max_len", str(args.max_len),
-        "--rollout.max_new_tokens", str(args.max_new_tokens),
-        "--rollout.batch_size", str(args.rollout_batch_size),
-        "--rollout.n_samples_per_prompt", str(args.n_samples_per_prompt),
-        "--rollout.temperature", "1.0",
-        "--rollout.top_p", "1.0",
-        "--train.batch_size", str(args.train_batch_size),
-        "--train.micro_batch_size", "1",
-        "--rollout.micro_batch_size", "1",
-        "--train.max_epochs", str(args.max_epochs),
-        "--train.seed", str(args.seed),
-        "--algo.advantage.estimator", estimator,
-        "--algo.advantage.gamma", str(args.gamma if estimator == "reinforce" else 1.0),
-        "--algo.kl.init_coef", "0",
-        "--actor.adam.lr", str(args.lr),
-        "--actor.adam.betas", "0.9", "0.95",
-        "--actor.adam.weight_decay", "0.0",
-        "--actor.lr_scheduler", "constant",
-        "--actor.lr_warmup_ratio", "0",
-        "--actor.max_norm", "1.0",
-        "--actor.eps_clip", "0.2",
-        "--actor.num_gpus_per_node", n,
-        "--ref.num_gpus_per_node", n,
-        "--vllm.num_engines", n,
-        "--train.colocate_all",
-        "--vllm.enable_sleep",
-        "--ds.enable_sleep",
-        "--ckpt.path", str(out_dir / "checkpoints"),
-    ]  # fmt: skip
-
-
-def ray_runtime_env(args: Args) -> dict[str, Any]:
-    """Ray's runtime env for every worker: xpgym's advantage override (`install_turn_rebn`)
-    for ``rebn``/``reinforce``."""
-    runtime_env: dict[str, Any] = {
-        "env_vars": {
-            "TOKENIZERS_PARALLELISM": "true",
-            "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN"),
-        }
-    }
-    if ESTIMATOR[args.algorithm][1] is not None:
-        runtime_env["worker_process_setup_hook"] = "xpgym.adapters.openrlhf.install_turn_rebn"
-    return runtime_env
-
-
-# --------------------------------------------------------------------------------------
-# Env: the task rows OpenRLHF's dataloader reads, and the trainer's launch
-# --------------------------------------------------------------------------------------
+    return train_ppo_ray_flags(
+        model=args.model,
+        run_dir=out_dir,
+        algorithm=args.algorithm,
+        gamma=args.gamma,
+        rollout_batch_size=args.rollout_batch_size,
+        n_samples_per_prompt=args.n_samples_per_prompt,
+        train_batch_size=args.train_batch_size,
+        max_epochs=args.max_epochs,
+        lr=args.lr,
+        max_new_tokens=args.max_new_tokens,
+        max_len=args.max_len,
+        n_gpus=args.n_gpus,
+        seed=args.seed,
+    )
 
 
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, str]]:
-    """One JSONL prompt per task; its label (`make_label`) names the episode to play."""
-    from xpgym.adapters.openrlhf import make_label
-    from xpgym.rollout.runner import make_tasks
+    """One JSONL prompt per task; its label names the episode to play."""
+    from xpgym.adapters.openrlhf import write_task_rows
 
-    _, override = ESTIMATOR[args.algorithm]
-    rows = [
-        {
-            "prompt": f"xpgym task {task.group_id}",
-            "label": make_label(
-                task, advantage=override, gamma=args.gamma, max_turns=args.max_turns
-            ),
-        }
-        for task in make_tasks(args.env_id, args.num_tasks, seed=args.seed)
-    ]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return rows
+    return write_task_rows(
+        out_dir,
+        args.env_id,
+        args.num_tasks,
+        algorithm=args.algorithm,
+        gamma=args.gamma,
+        max_turns=args.max_turns,
+        seed=args.seed,
+    )
 
 
 def launch(args: Args, out_dir: Path) -> None:
     """Start Ray with the override in every worker, then run OpenRLHF's CLI (GPU)."""
     import ray
 
+    from xpgym.adapters.openrlhf import ray_runtime_env
+
     write_dataset(args, out_dir)
-    ray.init(runtime_env=ray_runtime_env(args))
+    ray.init(runtime_env=ray_runtime_env(args.algorithm))
     sys.argv = ["openrlhf.cli.train_ppo_ray", *openrlhf_flags(args, out_dir)]
     runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__")
 
@@ -188,7 +136,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     ``--train.agent_func_path``, and one batch a tiny offline model plays, as OpenRLHF's
     ``Experience``; no GPU, no download."""
     import xpgym
-    from xpgym.adapters.openrlhf import AGENT_FUNC_PATH, to_experience
+    from xpgym.adapters.openrlhf import AGENT_FUNC_PATH, ray_runtime_env, to_experience
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
     from xpgym.rollout.collector import collect_episodes
     from xpgym.rollout.policies.hf import HFPolicy
@@ -221,7 +169,7 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     fields = ("sequences", "attention_mask", "action_mask", "rollout_log_probs", "rewards")
     summary: dict[str, Any] = {
         "config": asdict(args),
-        "ray_runtime_env": ray_runtime_env(args),
+        "ray_runtime_env": ray_runtime_env(args.algorithm),
         "flags": flags,
         "hook": f"{AGENT_FUNC_PATH}:{hook.__name__}",
         "tasks": len(rows),

@@ -11,8 +11,6 @@ twice); the adapter itself never uses stand-ins.
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.machinery
 import json
 import sys
 import types
@@ -359,23 +357,18 @@ class ReachedTrainError(Exception):
 
 
 @pytest.mark.parametrize(("algorithm", "n"), [("rebn", 1), ("grpo", 4)])
-def test_recipe_flags_pass_openrlhfs_own_parser(
+def test_launch_flags_pass_openrlhfs_own_parser(
     openrlhf_internals: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, algorithm: str, n: int
 ) -> None:
     import runpy
-    from pathlib import Path
 
     import ray
     from openrlhf.utils import config
 
-    spec = importlib.util.spec_from_file_location(
-        "train_openrlhf", Path(__file__).resolve().parents[2] / "recipes/train_openrlhf.py"
-    )
-    recipe = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "train_openrlhf", recipe)
-    spec.loader.exec_module(recipe)
-    flags = recipe.openrlhf_flags(
-        recipe.Args(algorithm=algorithm, n_samples_per_prompt=n), tmp_path
+    from xpgym.adapters.openrlhf import train_ppo_ray_flags
+
+    flags = train_ppo_ray_flags(
+        model="m", run_dir=tmp_path, algorithm=algorithm, n_samples_per_prompt=n
     )
 
     parsed = {}
@@ -399,6 +392,47 @@ def test_recipe_flags_pass_openrlhfs_own_parser(
     assert args.train.agent_func_path.endswith("openrlhf_agent_func.py")
     assert args.reward.remote_url == ["agent"]  # the executor supplies rewards
     assert args.rollout.n_samples_per_prompt == n
+    assert args.data.prompt_dataset == str(tmp_path / "train.jsonl")
+    assert args.algo.advantage.estimator == {"rebn": "reinforce", "grpo": "group_norm"}[algorithm]
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "n", "message"),
+    [("ppo", 1, "algorithm must be one of"), ("grpo", 1, "needs n_samples_per_prompt >= 2")],
+)
+def test_launch_settings_refuse_what_openrlhf_cannot_run(
+    openrlhf_internals: Any, tmp_path: Any, algorithm: str, n: int, message: str
+) -> None:
+    from xpgym.adapters.openrlhf import check_algorithm, train_ppo_ray_flags
+
+    with pytest.raises(ValueError, match=message):
+        check_algorithm(algorithm, n)
+    with pytest.raises(ValueError, match=message):
+        train_ppo_ray_flags(
+            model="m", run_dir=tmp_path, algorithm=algorithm, n_samples_per_prompt=n
+        )
+
+
+@pytest.mark.parametrize(("algorithm", "override"), [("rebn", "rebn"), ("rloo", None)])
+def test_task_rows_and_runtime_env_carry_the_override_only_where_it_applies(
+    openrlhf_internals: Any, tmp_path: Any, algorithm: str, override: str | None
+) -> None:
+    from xpgym.adapters.openrlhf import DATASET_FILE, ray_runtime_env, write_task_rows
+
+    rows = write_task_rows(
+        tmp_path, "game:GuessTheNumber-v0-easy", 3, algorithm=algorithm, gamma=0.5, max_turns=4
+    )
+    written = [json.loads(line) for line in (tmp_path / DATASET_FILE).read_text().splitlines()]
+    assert written == rows
+    assert len(rows) == 3
+    labels = [json.loads(row["label"]) for row in rows]
+    assert {label["xpgym_task"]["env_id"] for label in labels} == {"game:GuessTheNumber-v0-easy"}
+    assert [label["options"]["advantage"] for label in labels] == [override] * 3
+    assert {label["options"]["max_turns"] for label in labels} == {4}
+    hook = ray_runtime_env(algorithm).get("worker_process_setup_hook")
+    assert hook == ("xpgym.adapters.openrlhf.install_turn_rebn" if override else None)
+    with pytest.raises(ValueError, match="algorithm must be one of"):
+        ray_runtime_env("ppo")
 
 
 # --------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 r"""OpenRLHF adapter: `Episode`\s -> ``Experience``, an ``AgentExecutor``, and per-turn ReBN.
 
 Supported: ``openrlhf`` 0.11.x (dotted flags, ``AgentExecutor()`` with no arguments). Three
-parts:
+parts, and a run's launch settings:
 
 1. **Converter** `to_experience`: episodes -> the ``Experience`` that OpenRLHF's
    ``SamplesGenerator`` builds from an agent's output, built with OpenRLHF's own class.
@@ -19,7 +19,10 @@ parts:
    the turns as the runs of ``action_mask``, and computes ``rebn(discounted_returns(...))``
    exactly as `xpgym.training.advantages`. Other batches go to OpenRLHF's own code. The method
    runs in OpenRLHF's ``PPOTrainer`` Ray actor: install it there with Ray's
-   ``worker_process_setup_hook`` (the recipe does).
+   ``worker_process_setup_hook`` (`ray_runtime_env`).
+4. **Launch** `write_task_rows`, `train_ppo_ray_flags`, `ray_runtime_env`: a run's task rows,
+   ``train_ppo_ray``'s flags and Ray's runtime env (``recipes/train_openrlhf.py`` and the CPU
+   end-to-end harness launch with them).
 
 Batch layout (one row per episode; ``T`` the longest row, ``A = T - 1``)
 --------------------------------------------------------------------
@@ -70,6 +73,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Sequence
 from copy import deepcopy
 from pathlib import Path
@@ -96,7 +100,9 @@ from xpgym.rollout.runner import (  # noqa: E402
     task_env_pool,
 )
 from xpgym.training.advantages import (  # noqa: E402
+    GROUP_ALGORITHMS,
     TOKEN_ESTIMATORS,
+    CriticFreeAlgorithm,
     TokenEstimator,
     infra_filled_scores,
     token_advantages,
@@ -106,12 +112,18 @@ from xpgym.training.layouts import episode_rows, shift_to_predictions  # noqa: E
 
 __all__ = [
     "AGENT_FUNC_PATH",
+    "DATASET_FILE",
+    "ESTIMATORS",
     "AgentExecutor",
     "agent_output",
+    "check_algorithm",
     "install_turn_rebn",
     "make_label",
+    "ray_runtime_env",
     "to_experience",
+    "train_ppo_ray_flags",
     "turn_advantages",
+    "write_task_rows",
 ]
 
 logger = logging.getLogger(__name__)
@@ -524,3 +536,157 @@ def agent_output(
             },
         },
     }
+
+
+# --------------------------------------------------------------------------------------
+# Launch: the task rows, OpenRLHF's flags and Ray runtime env of a run
+# --------------------------------------------------------------------------------------
+
+ESTIMATORS: dict[str, tuple[str, TokenEstimator | None]] = {
+    "rebn": ("reinforce", "rebn"),
+    "reinforce": ("reinforce", "reinforce"),
+    "grpo": ("group_norm", None),
+    "dr_grpo": ("dr_grpo", None),
+    "rloo": ("rloo", None),
+}
+"""Algorithm -> (OpenRLHF's ``--algo.advantage.estimator``, xpgym's per-turn override
+(`install_turn_rebn`, named in each label) or None for OpenRLHF's own estimator)."""
+
+DATASET_FILE = "train.jsonl"
+"""The task rows' file name in a run directory (`write_task_rows`, ``--data.prompt_dataset``)."""
+
+
+def _estimator(algorithm: str) -> tuple[str, TokenEstimator | None]:
+    if algorithm not in ESTIMATORS:
+        raise ValueError(f"algorithm must be one of {sorted(ESTIMATORS)}, got {algorithm!r}")
+    return ESTIMATORS[algorithm]
+
+
+def check_algorithm(algorithm: str, n_samples_per_prompt: int) -> None:
+    """Refuse an algorithm OpenRLHF cannot run with this group size.
+
+    Raises:
+        ValueError: `algorithm` is not in `ESTIMATORS`, or a group algorithm (grpo, dr_grpo,
+            rloo) has ``n_samples_per_prompt < 2``.
+    """
+    _estimator(algorithm)
+    if algorithm in GROUP_ALGORITHMS and n_samples_per_prompt < 2:
+        raise ValueError(f"algorithm {algorithm} needs n_samples_per_prompt >= 2")
+
+
+def write_task_rows(
+    run_dir: Path,
+    env_id: str,
+    num_tasks: int,
+    *,
+    algorithm: CriticFreeAlgorithm = "rebn",
+    gamma: float = 0.9,
+    max_turns: int | None = None,
+    seed: int = 0,
+) -> list[dict[str, str]]:
+    """Write ``run_dir / DATASET_FILE``: one JSONL row per task (`make_tasks`), ``prompt`` a
+    placeholder (the executor builds the real one) and ``label`` the `make_label` naming the
+    episode to play and, for ``rebn``/``reinforce``, the per-turn override. Returns the rows.
+
+    Raises:
+        ValueError: `algorithm` is not in `ESTIMATORS`.
+    """
+    from xpgym.rollout.runner import make_tasks
+
+    override = _estimator(algorithm)[1]
+    rows = [
+        {
+            "prompt": f"xpgym task {task.group_id}",
+            "label": make_label(task, advantage=override, gamma=gamma, max_turns=max_turns),
+        }
+        for task in make_tasks(env_id, num_tasks, seed=seed)
+    ]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / DATASET_FILE).write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return rows
+
+
+def train_ppo_ray_flags(
+    *,
+    model: str,
+    run_dir: Path,
+    algorithm: CriticFreeAlgorithm = "rebn",
+    gamma: float = 0.9,
+    rollout_batch_size: int = 32,
+    n_samples_per_prompt: int = 1,
+    train_batch_size: int = 32,
+    max_epochs: int = 2,
+    lr: float = 1e-6,
+    max_new_tokens: int = 4096,
+    max_len: int = 16384,
+    n_gpus: int = 1,
+    seed: int = 0,
+) -> list[str]:
+    """Command-line flags of ``openrlhf.cli.train_ppo_ray`` that train with `AgentExecutor` on
+    the task rows in `run_dir` (`write_task_rows`); checkpoints go to ``run_dir/checkpoints``.
+
+    Actor, reference and `n_gpus` vLLM engines share the GPUs (``colocate_all``, sleep mode).
+    Optimiser and sampling follow the GEM paper: Adam (0.9, 0.95), no weight decay, constant
+    lr, grad clip 1.0, clip 0.2, no KL (OpenRLHF's default ``init_coef`` is 0.01), temperature
+    1, top-p 1. ``gamma`` reaches OpenRLHF only for its ``reinforce`` estimator.
+
+    Raises:
+        ValueError: as `check_algorithm`.
+    """
+    check_algorithm(algorithm, n_samples_per_prompt)
+    estimator = _estimator(algorithm)[0]
+    n = str(n_gpus)
+    return [
+        "--actor.model_name_or_path", model,
+        "--train.agent_func_path", AGENT_FUNC_PATH,
+        "--data.prompt_dataset", str(run_dir / DATASET_FILE),
+        "--data.input_key", "prompt",
+        "--data.label_key", "label",
+        "--data.max_len", str(max_len),
+        "--rollout.max_new_tokens", str(max_new_tokens),
+        "--rollout.batch_size", str(rollout_batch_size),
+        "--rollout.n_samples_per_prompt", str(n_samples_per_prompt),
+        "--rollout.temperature", "1.0",
+        "--rollout.top_p", "1.0",
+        "--train.batch_size", str(train_batch_size),
+        "--train.micro_batch_size", "1",
+        "--rollout.micro_batch_size", "1",
+        "--train.max_epochs", str(max_epochs),
+        "--train.seed", str(seed),
+        "--algo.advantage.estimator", estimator,
+        "--algo.advantage.gamma", str(gamma if estimator == "reinforce" else 1.0),
+        "--algo.kl.init_coef", "0",
+        "--actor.adam.lr", str(lr),
+        "--actor.adam.betas", "0.9", "0.95",
+        "--actor.adam.weight_decay", "0.0",
+        "--actor.lr_scheduler", "constant",
+        "--actor.lr_warmup_ratio", "0",
+        "--actor.max_norm", "1.0",
+        "--actor.eps_clip", "0.2",
+        "--actor.num_gpus_per_node", n,
+        "--ref.num_gpus_per_node", n,
+        "--vllm.num_engines", n,
+        "--train.colocate_all",
+        "--vllm.enable_sleep",
+        "--ds.enable_sleep",
+        "--ckpt.path", str(run_dir / "checkpoints"),
+    ]  # fmt: skip
+
+
+def ray_runtime_env(algorithm: CriticFreeAlgorithm) -> dict[str, Any]:
+    """Ray's runtime env for every worker of a run: for ``rebn``/``reinforce``, xpgym's
+    advantage override installed as the ``worker_process_setup_hook`` (`install_turn_rebn`).
+
+    Raises:
+        ValueError: `algorithm` is not in `ESTIMATORS`.
+    """
+    override = _estimator(algorithm)[1]
+    runtime_env: dict[str, Any] = {
+        "env_vars": {
+            "TOKENIZERS_PARALLELISM": "true",
+            "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN"),
+        }
+    }
+    if override is not None:
+        runtime_env["worker_process_setup_hook"] = f"{__name__}.install_turn_rebn"
+    return runtime_env

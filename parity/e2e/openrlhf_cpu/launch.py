@@ -2,12 +2,12 @@
 
 ``python -m parity.e2e.openrlhf_cpu.launch RUN_DIR MODEL_DIR`` reads the run's settings from
 ``RUN_DIR/settings.json`` (`parity.e2e.openrlhf` writes it), then does what
-``recipes/train_openrlhf.py``'s ``launch`` does, with the recipe's own functions: writes the task
-rows (``write_dataset``), starts Ray with the recipe's runtime env (``ray_runtime_env``), and
-runs ``openrlhf.cli.train_ppo_ray`` as ``__main__`` on the recipe's flags (``openrlhf_flags``).
-What differs is named here: `CPU_FLAGS` and `DROPPED_FLAGS` on top of the recipe's flags, one
-logical Ray GPU, and the harness's worker setup hook in front of the recipe's
-(`parity.e2e.openrlhf_cpu.worker`). `parity.e2e.openrlhf` runs it as a subprocess with
+``recipes/train_openrlhf.py``'s ``launch`` does, with the same adapter functions: writes the task
+rows (`xpgym.adapters.openrlhf.write_task_rows`), starts Ray with the run's runtime env
+(``ray_runtime_env``), and runs ``openrlhf.cli.train_ppo_ray`` as ``__main__`` on the run's
+flags (``train_ppo_ray_flags``). What differs is named here: `CPU_FLAGS` and `DROPPED_FLAGS` on
+top of those flags, one logical Ray GPU, and the harness's worker setup hook in front of the
+run's (`parity.e2e.openrlhf_cpu.worker`). `parity.e2e.openrlhf` runs it as a subprocess with
 `harness_env` (the ``sitecustomize`` that installs the patches in every process is on its
 ``PYTHONPATH``), under a timeout.
 """
@@ -24,14 +24,16 @@ from typing import Any
 from parity.e2e.openrlhf_cpu import REPORT_DIR_ENV, check_versions
 from parity.e2e.openrlhf_cpu.worker import RECIPE_HOOK_ENV
 
-__all__ = ["CPU_FLAGS", "DROPPED_FLAGS", "RECIPE", "SETTINGS_FILE", "harness_env", "main"]
+__all__ = ["CPU_FLAGS", "DROPPED_FLAGS", "SETTINGS_FILE", "harness_env", "main"]
 
 REPO = Path(__file__).resolve().parents[3]
-RECIPE = REPO / "recipes" / "train_openrlhf.py"
 SITE = Path(__file__).resolve().with_name("site")
 """The directory of the run's ``sitecustomize`` (first on its ``PYTHONPATH``)."""
 
 SETTINGS_FILE = "settings.json"
+
+ALGORITHM = "rebn"
+"""The run's algorithm: the recipe's default, per-turn ReBN through xpgym's override."""
 
 RAY_CPUS = 8
 """Logical Ray CPUs: the placement group's bundle, ``PPOTrainer`` and the engine each hold
@@ -72,38 +74,38 @@ def harness_env(run_dir: Path) -> dict[str, str]:
     }
 
 
-def recipe_args(recipe: dict[str, Any], model_dir: Path, settings: dict[str, Any]) -> Any:
-    """The recipe's ``Args`` for this run: one optimizer step per step (one epoch, the whole
-    rollout batch in one train batch), ``settings`` for the rest."""
-    batch = settings["tasks_per_step"] * settings["group_size"]
-    return recipe["Args"](
-        env_id=settings["env_id"],
+def run_flags(model_dir: Path, run_dir: Path, settings: dict[str, Any]) -> list[str]:
+    """``train_ppo_ray_flags`` of this run, with the recipe's defaults for what `settings` does
+    not fix: per-turn ReBN, one optimizer step per step (one epoch, the whole rollout batch in
+    one train batch)."""
+    from xpgym.adapters.openrlhf import train_ppo_ray_flags
+
+    return train_ppo_ray_flags(
         model=str(model_dir),
-        algorithm="rebn",
+        run_dir=run_dir,
+        algorithm=ALGORITHM,
         gamma=settings["gamma"],
         rollout_batch_size=settings["tasks_per_step"],
         n_samples_per_prompt=settings["group_size"],
-        train_batch_size=batch,
+        train_batch_size=settings["tasks_per_step"] * settings["group_size"],
         max_epochs=1,
         lr=settings["lr"],
-        max_turns=settings["max_turns"],
         max_new_tokens=settings["max_new_tokens"],
         max_len=settings["max_len"],
-        num_tasks=settings["steps"] * settings["tasks_per_step"],
         n_gpus=1,
         seed=settings["seed"],
     )
 
 
 def cpu_flags(flags: list[str], run_dir: Path) -> list[str]:
-    """The recipe's `flags` without `DROPPED_FLAGS`, then `CPU_FLAGS` and the final save's
+    """The run's `flags` without `DROPPED_FLAGS`, then `CPU_FLAGS` and the final save's
     directory (OpenRLHF saves the model at the end, by default to ``./ckpt``)."""
     kept = [flag for flag in flags if flag not in DROPPED_FLAGS]
     return [*kept, *CPU_FLAGS, "--ckpt.output_dir", str(run_dir / "final")]
 
 
 def runtime_env(recipe_env: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """The recipe's Ray runtime env with the harness's setup hook, which runs the recipe's."""
+    """The run's Ray runtime env with the harness's setup hook in front of its own."""
     env_vars = {**recipe_env.get("env_vars", {}), **harness_env(run_dir)}
     hook = recipe_env.get("worker_process_setup_hook")
     if hook:
@@ -118,12 +120,19 @@ def runtime_env(recipe_env: dict[str, Any], run_dir: Path) -> dict[str, Any]:
 def main(run_dir: Path, model_dir: Path) -> None:
     """Train the steps of ``RUN_DIR/settings.json`` from `model_dir`; reports go to `run_dir`."""
     check_versions()
+    from xpgym.adapters.openrlhf import ray_runtime_env, write_task_rows
+
     settings = json.loads((run_dir / SETTINGS_FILE).read_text())
-    recipe = runpy.run_path(str(RECIPE), run_name="train_openrlhf_recipe")
-    args = recipe_args(recipe, model_dir, settings)
-    recipe["check_args"](args)
-    recipe["write_dataset"](args, run_dir)
-    flags = cpu_flags(recipe["openrlhf_flags"](args, run_dir), run_dir)
+    flags = cpu_flags(run_flags(model_dir, run_dir, settings), run_dir)
+    write_task_rows(
+        run_dir,
+        settings["env_id"],
+        settings["steps"] * settings["tasks_per_step"],
+        algorithm=ALGORITHM,
+        gamma=settings["gamma"],
+        max_turns=settings["max_turns"],
+        seed=settings["seed"],
+    )
 
     import ray
 
@@ -131,7 +140,7 @@ def main(run_dir: Path, model_dir: Path) -> None:
         num_cpus=RAY_CPUS,
         num_gpus=1,  # OpenRLHF's actors ask for "GPU": one logical GPU, shared (colocate_all)
         include_dashboard=False,
-        runtime_env=runtime_env(recipe["ray_runtime_env"](args), run_dir),
+        runtime_env=runtime_env(ray_runtime_env(ALGORITHM), run_dir),
     )
     sys.argv = ["openrlhf.cli.train_ppo_ray", *flags]
     try:
