@@ -6,11 +6,11 @@
 Every trainer trains the same warm tiny model (`parity.shared.warm_model.warm_model_dir`) on
 the same env (``game:GuessTheNumber-v0-easy``) with the batch of `parity.e2e.config.E2EConfig`
 (2 tasks x 4 episodes per step; verl's CPU harness plays 4 episodes a step,
-`parity.e2e.verl_cpu`) through
-its own loop: the reference trainer (`xpgym.reference.train`),
-TRL's ``GRPOTrainer.train()`` and verl's V1 trainer (`parity.e2e.runs`). Each runs in a fresh
-process so its peak memory is its own. Per trainer, the median over the steps after the
-first (the first pays for warm-up) of:
+`parity.e2e.verl_cpu`) through its own loop: the reference trainer (`xpgym.reference.train`)
+and every run of `parity.e2e.runs` (TRL's ``GRPOTrainer.train()``, verl's V1 trainer with
+the harness's HF replica and with its own vLLM replica, OpenRLHF's ``train_ppo_ray``, and the
+other trainers registered there). Each runs in a fresh process so its peak memory is its own.
+Per trainer, the median over the steps after the first (the first pays for warm-up) of:
 
 - ``step_s``: wall time of an RL step, split into ``rollout_s`` (collecting the step's
   episodes, env included), ``env_s`` (time inside the envs' ``reset``/``step``, from the
@@ -36,12 +36,13 @@ import resource
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from statistics import median
 from typing import Any
 
 from parity.e2e.config import E2EConfig
-from parity.e2e.runs import run
+from parity.e2e.runs import all_runs, run
 from parity.shared import reports
 from parity.shared.environment import set_environment
 from parity.shared.warm_model import warm_model_dir
@@ -51,8 +52,9 @@ __all__ = ["TRAINERS", "bench_one", "main", "markdown_table", "plot", "row"]
 
 logger = logging.getLogger(__name__)
 
-TRAINERS = ("reference", "trl", "verl")
-"""Trainers whose own loop runs on CPU (the others need a GPU: `parity.curves.gpu`)."""
+TRAINERS = ("reference", *all_runs())
+"""The reference trainer and every run of `parity.e2e` (``verl`` and ``verl-vllm`` are verl
+with each of its rollouts): the trainers whose own loop runs on CPU."""
 
 RESULTS_DIR = Path("results/parity_bench")
 
@@ -140,19 +142,21 @@ def _peak_rss_mib() -> float:
 
 
 def bench_one(name: str, cfg: E2EConfig, out_dir: Path) -> dict[str, Any]:
-    """Run trainer `name` in this process and return its row (``{"trainer", "error"}`` if
-    it crashed)."""
+    """Run `name` (one of `TRAINERS`) in this process and return its row, named `name`
+    (``{"trainer", "error"}`` if it crashed)."""
     warm_dir = warm_model_dir(cfg.warm)
-    log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
     if name == "reference":
+        log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
         with set_environment({EPISODE_LOG_VARIABLE: str(log_dir)}):
             result = _run_reference(cfg, warm_dir)
     else:
-        result = run([name], cfg, out_dir, warm_dir=warm_dir)[name]
+        trainer, rollout = all_runs()[name]
+        result = run([trainer], replace(cfg, rollout=rollout), out_dir, warm_dir=warm_dir)[name]
+        log_dir = Path(result.get("episode_log", ""))
     if result.get("error"):
         return {"trainer": name, "error": result["error"]}
     env_s, batch = _env_seconds_per_step(log_dir, len(result["step_s"]))
-    return row(result, env_s, _peak_rss_mib(), batch)
+    return {**row(result, env_s, _peak_rss_mib(), batch), "trainer": name}
 
 
 def _bench_in_subprocess(name: str, steps: int, out_dir: Path) -> dict[str, Any]:

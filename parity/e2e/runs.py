@@ -2,7 +2,7 @@
 
     python -m parity.e2e --trainer trl --steps 3          # results/parity_e2e/trl.json
     python -m parity.e2e --trainer verl --rollout vllm    # verl on its own vLLM replica
-    python -m parity.e2e --trainer all --steps 3          # every trainer in TRAINERS
+    python -m parity.e2e --trainer all --steps 3          # every trainer, every rollout
 
 Each run starts from the same warm tiny model (`parity.shared.warm_model.warm_model_dir`:
 the demo's language-model pretraining on random-play transcripts, built once per machine and
@@ -24,7 +24,8 @@ trainer in docs/parity.md):
 `TRAINERS` is the one table of runs: a trainer joins by adding its `TrainerRun` there (its
 module ``parity/e2e/<trainer>.py`` imports the trainer inside its run function, so that this
 driver imports without it). ``--rollout`` picks the rollout engine of the trainers whose
-harness offers a choice (`TrainerRun.rollouts`); the others run their own.
+harness offers a choice (`TrainerRun.rollouts`); the others run their own. ``--trainer all``
+without ``--rollout`` runs such a trainer once per rollout (``verl.json``, ``verl-vllm.json``).
 
 Per trainer it writes ``<out>/<trainer>.json`` and prints one table row: steps completed,
 start-up and per-step wall time (rollout / update), policy tokens per step, loss and grad
@@ -67,9 +68,11 @@ __all__ = [
     "LOGPROB_GAP_BOUND",
     "TRAINERS",
     "TrainerRun",
+    "all_runs",
     "check",
     "main",
     "run",
+    "runs_of",
     "table",
 ]
 
@@ -165,12 +168,21 @@ def check(result: dict[str, Any], steps: int) -> list[str]:
 
 
 def run(
-    names: Sequence[str], cfg: E2EConfig, out_dir: Path, warm_dir: Path | None = None
+    names: Sequence[str],
+    cfg: E2EConfig,
+    out_dir: Path,
+    warm_dir: Path | None = None,
+    *,
+    every_rollout: bool = False,
 ) -> dict[str, dict[str, Any]]:
     """Run each trainer of `names` (keys of `TRAINERS`) from `warm_dir` (default:
-    `warm_model_dir` of ``cfg.warm``) and write ``<out_dir>/<trainer>.json``. ``cfg.rollout``
-    goes to the trainers that offer it and is None for the others. A crash is recorded as
-    ``{"trainer", "error"}``, not raised, so the other trainers still run."""
+    `warm_model_dir` of ``cfg.warm``) and write ``<out_dir>/<key>.json``.
+
+    ``cfg.rollout`` goes to the trainers that offer it and is None for the others; with
+    `every_rollout`, a trainer that offers a choice runs once per rollout (`runs_of` names
+    the runs and their result keys). Each run logs its episodes to
+    ``<out_dir>/episodes/<key>-seed<seed>`` (the result's ``episode_log``). A crash is
+    recorded as ``{"trainer", "error"}``, not raised, so the other runs still happen."""
     import torch
 
     torch.set_num_threads(cfg.threads)
@@ -178,29 +190,62 @@ def run(
     warm_dir = warm_dir or warm_model_dir(cfg.warm)
     results = {}
     for name in names:
-        logger.info("%s: %d steps from %s", name, cfg.steps, warm_dir)
-        log_dir = out_dir / "episodes" / f"{name}-seed{cfg.seed}"
-        shutil.rmtree(log_dir, ignore_errors=True)
-        trainer = TRAINERS[name]
-        own_cfg = cfg if cfg.rollout in trainer.rollouts else replace(cfg, rollout=None)
-        try:
-            with set_environment({EPISODE_LOG_VARIABLE: str(log_dir)}):
-                result = trainer.run(own_cfg, out_dir, warm_dir)
-        except Exception as exc:
-            logger.exception("%s crashed", name)
-            result = {"trainer": name, "error": f"{type(exc).__name__}: {exc}"}
-            if trainer.rollouts:
-                result["rollout"] = own_cfg.rollout or trainer.rollouts[0]
-        else:
-            records = read_episode_log(log_dir) if log_dir.exists() else []
-            result["episode_log"] = str(log_dir)
-            result["episodes_logged"] = len(records)
-            batch = result.get("episodes_per_step", cfg.tasks_per_step * cfg.group_size)
-            result["mean_return"] = curve(records, batch)
-        result["config"] = asdict(own_cfg)
-        write_json(out_dir / f"{name}.json", result)
-        results[name] = result
+        for key, rollout in runs_of(name, cfg.rollout, every_rollout=every_rollout):
+            own_cfg = replace(cfg, rollout=rollout)
+            results[key] = _run_one(key, name, own_cfg, out_dir, warm_dir)
+            write_json(out_dir / f"{key}.json", results[key])
     return results
+
+
+def runs_of(
+    name: str, rollout: str | None = None, *, every_rollout: bool = False
+) -> list[tuple[str, str | None]]:
+    """The runs of trainer `name` (a key of `TRAINERS`) as ``(result key, rollout)`` pairs.
+
+    A trainer without a choice of rollout runs once, with rollout None. One with a choice
+    runs with `rollout` if it offers it, else with its default (None); with `every_rollout`,
+    once per rollout it offers. The key is the trainer's name for its default rollout and
+    ``<trainer>-<rollout>`` for another (``verl-vllm``)."""
+    trainer = TRAINERS[name]
+    if every_rollout and trainer.rollouts:
+        rollouts: Sequence[str | None] = trainer.rollouts
+    else:
+        rollouts = [rollout if rollout in trainer.rollouts else None]
+    default = (None, *trainer.rollouts[:1])
+    return [(name if r in default else f"{name}-{r}", r) for r in rollouts]
+
+
+def all_runs() -> dict[str, tuple[str, str | None]]:
+    """Every run ``--trainer all`` makes: result key -> ``(trainer, rollout)``."""
+    return {
+        key: (name, rollout)
+        for name in TRAINERS
+        for key, rollout in runs_of(name, every_rollout=True)
+    }
+
+
+def _run_one(key: str, name: str, cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
+    """Run `key` of trainer `name` with its episode log, mean-return curve and config (`run`)."""
+    logger.info("%s: %d steps from %s", key, cfg.steps, warm_dir)
+    trainer = TRAINERS[name]
+    log_dir = out_dir / "episodes" / f"{key}-seed{cfg.seed}"
+    shutil.rmtree(log_dir, ignore_errors=True)
+    try:
+        with set_environment({EPISODE_LOG_VARIABLE: str(log_dir)}):
+            result = trainer.run(cfg, out_dir, warm_dir)
+    except Exception as exc:
+        logger.exception("%s crashed", name)
+        result = {"trainer": name, "error": f"{type(exc).__name__}: {exc}"}
+        if trainer.rollouts:
+            result["rollout"] = cfg.rollout or trainer.rollouts[0]
+    else:
+        records = read_episode_log(log_dir) if log_dir.exists() else []
+        result["episode_log"] = str(log_dir)
+        result["episodes_logged"] = len(records)
+        batch = result.get("episodes_per_step", cfg.tasks_per_step * cfg.group_size)
+        result["mean_return"] = curve(records, batch)
+    result["config"] = asdict(cfg)
+    return result
 
 
 TABLE_HEADER = (
@@ -221,7 +266,8 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     """The combined results as a markdown table (a crashed trainer's row names its error; a
     run with a choice of rollout names it: ``verl (vllm)``)."""
     rows = []
-    for trainer, r in results.items():
+    for key, r in results.items():
+        trainer = r.get("trainer", key)
         name = f"{trainer} ({r['rollout']})" if r.get("rollout") else trainer
         if r.get("error"):
             rows.append([name, f"crashed: {r['error']}"])
@@ -272,7 +318,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.rollout and not any(args.rollout in TRAINERS[name].rollouts for name in names):
         parser.error(f"--rollout {args.rollout}: no rollout choice in the run of {args.trainer}")
     cfg = E2EConfig(steps=args.steps, threads=args.threads, rollout=args.rollout)
-    results = run(names, cfg, args.out)
+    every_rollout = args.trainer == "all" and args.rollout is None
+    results = run(names, cfg, args.out, every_rollout=every_rollout)
     sys.stdout.write(table(results))
     (args.out / "table.md").write_text(table(results))
     problems = [line for r in results.values() for line in check(r, args.steps)]

@@ -16,7 +16,17 @@ pytest.importorskip("trl", reason="TRL is not installed (scripts/setup.sh instal
 
 from parity.curves.gpu import collect
 from parity.e2e.config import E2EConfig
-from parity.e2e.runs import LOGPROB_GAP_BOUND, TRAINERS, TrainerRun, check, main, run, table
+from parity.e2e.runs import (
+    LOGPROB_GAP_BOUND,
+    TRAINERS,
+    TrainerRun,
+    all_runs,
+    check,
+    main,
+    run,
+    runs_of,
+    table,
+)
 from parity.shared.warm_model import warm_model_dir
 
 STEPS = 2
@@ -99,9 +109,9 @@ def test_check_names_each_failure(change: dict[str, Any], problem: str) -> None:
     assert problem in line
 
 
-def _fake_run(name: str, seen: dict[str, E2EConfig]) -> Callable[..., dict[str, Any]]:
+def _fake_run(name: str, seen: list[tuple[str, E2EConfig]]) -> Callable[..., dict[str, Any]]:
     def fake(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
-        seen[name] = cfg
+        seen.append((name, cfg))
         rollout = {"rollout": cfg.rollout or "stand_in"} if name == "choosy" else {}
         return {
             **GOOD,
@@ -116,9 +126,10 @@ def _fake_run(name: str, seen: dict[str, E2EConfig]) -> Callable[..., dict[str, 
 
 
 @pytest.fixture
-def fake_trainers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, E2EConfig]:
-    """`TRAINERS` replaced by two fake runs, one with a choice of rollout; no warm model."""
-    seen: dict[str, E2EConfig] = {}
+def fake_trainers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> list[tuple[str, E2EConfig]]:
+    """`TRAINERS` replaced by two fake runs, one with a choice of rollout; no warm model.
+    Each run appends ``(trainer, its config)`` to the returned list."""
+    seen: list[tuple[str, E2EConfig]] = []
     trainers = {
         "plain": TrainerRun(_fake_run("plain", seen)),
         "choosy": TrainerRun(_fake_run("choosy", seen), rollouts=("stand_in", "engine")),
@@ -128,36 +139,70 @@ def fake_trainers(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> dict[str, 
     return seen
 
 
-def test_all_runs_every_registered_trainer_and_writes_each_result(
-    fake_trainers: dict[str, E2EConfig], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+def test_all_runs_every_registered_trainer_with_every_rollout_and_writes_each_result(
+    fake_trainers: list[tuple[str, E2EConfig]],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["--trainer", "all", "--steps", "2", "--out", str(tmp_path / "out")]) == 0
 
-    assert list(fake_trainers) == ["plain", "choosy"]
-    assert fake_trainers["choosy"].rollout is None  # the run's own default
-    for name in ("plain", "choosy"):
-        assert json.loads((tmp_path / "out" / f"{name}.json").read_text())["trainer"] == name
+    runs = [(name, cfg.rollout) for name, cfg in fake_trainers]
+    assert runs == [("plain", None), ("choosy", "stand_in"), ("choosy", "engine")]
+    results = {
+        key: json.loads((tmp_path / "out" / f"{key}.json").read_text())
+        for key in ("plain", "choosy", "choosy-engine")
+    }
+    assert [r["trainer"] for r in results.values()] == ["plain", "choosy", "choosy"]
+    assert results["choosy-engine"]["rollout"] == "engine"
     printed = capsys.readouterr().out
     assert "| plain | 2 |" in printed
     assert "| choosy (stand_in) | 2 |" in printed
+    assert "| choosy (engine) | 2 |" in printed
 
 
 def test_the_rollout_goes_to_the_trainers_that_offer_a_choice(
-    fake_trainers: dict[str, E2EConfig], tmp_path: Path
+    fake_trainers: list[tuple[str, E2EConfig]], tmp_path: Path
 ) -> None:
     main(["--trainer", "all", "--rollout", "engine", "--steps", "2", "--out", str(tmp_path)])
 
-    assert fake_trainers["choosy"].rollout == "engine"
-    assert fake_trainers["plain"].rollout is None
-    assert json.loads((tmp_path / "choosy.json").read_text())["rollout"] == "engine"
+    assert [(name, cfg.rollout) for name, cfg in fake_trainers] == [
+        ("plain", None),
+        ("choosy", "engine"),
+    ]
+    assert json.loads((tmp_path / "choosy-engine.json").read_text())["rollout"] == "engine"
 
 
 def test_a_rollout_for_a_trainer_without_a_choice_is_refused(
-    fake_trainers: dict[str, E2EConfig], tmp_path: Path
+    fake_trainers: list[tuple[str, E2EConfig]], tmp_path: Path
 ) -> None:
     with pytest.raises(SystemExit):
         main(["--trainer", "plain", "--rollout", "engine", "--out", str(tmp_path)])
-    assert fake_trainers == {}
+    assert fake_trainers == []
+
+
+def test_each_run_is_keyed_by_trainer_and_its_non_default_rollout(
+    fake_trainers: list[tuple[str, E2EConfig]],
+) -> None:
+    assert runs_of("plain") == [("plain", None)]
+    assert runs_of("plain", "engine") == [("plain", None)]  # no choice: its own
+    assert runs_of("choosy") == [("choosy", None)]
+    assert runs_of("choosy", "engine") == [("choosy-engine", "engine")]
+    assert runs_of("choosy", every_rollout=True) == [
+        ("choosy", "stand_in"),
+        ("choosy-engine", "engine"),
+    ]
+    assert all_runs() == {
+        "plain": ("plain", None),
+        "choosy": ("choosy", "stand_in"),
+        "choosy-engine": ("choosy", "engine"),
+    }
+
+
+def test_the_benchmark_covers_every_end_to_end_run() -> None:
+    from parity import bench
+
+    assert ("reference", *all_runs()) == bench.TRAINERS
+    assert {"trl", "verl", "verl-vllm", "openrlhf"} <= set(bench.TRAINERS)
 
 
 def test_verl_runs_with_the_harness_stand_in_or_its_own_vllm() -> None:
