@@ -14,19 +14,14 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
-import signal
-import subprocess
 import sys
-import time
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from parity.e2e.subprocess_run import HarnessRun, max_metric, metric, run_logged
 from parity.e2e.verl_cpu import ROLLOUT_NAME, check_versions
 from parity.e2e.verl_cpu.launch import TASKS_PER_STEP, harness_env
-from parity.shared.reports import write_json
 
 __all__ = ["LAUNCH_TIMEOUT_S", "run_verl"]
 
@@ -62,8 +57,8 @@ def run_verl(
 
     Args:
         steps: Optimizer steps (one batch of 4 tasks each, ReBN, per-turn rows).
-        out_dir: Gets ``verl.json`` (the returned dict) and ``verl_run/`` (verl's files and
-            the launch log ``launch.log``).
+        out_dir: Gets ``verl-<rollout>_run/`` (verl's files and the launch log
+            ``launch.log``).
         warm_model_dir: ``save_pretrained`` directory of the start model and its tokenizer.
         rollout: One of `parity.e2e.verl_cpu.ROLLOUTS`: ``hf_cpu`` (the harness's
             HF-generate stand-in replica) or ``vllm`` (verl's own vLLM replica).
@@ -84,7 +79,7 @@ def run_verl(
         ``params_unchanged`` names any that do not), ``versions``; with ``vllm`` also
         ``weight_syncs`` (per sync: the buckets and tensors the replica received);
         ``episodes_per_step`` (the harness's batch: `launch.TASKS_PER_STEP` tasks, one
-        episode each).
+        episode each); ``wall_s`` and ``peak_rss_gib`` (`parity.e2e.subprocess_run.HarnessRun`).
 
     Raises:
         ValueError: `rollout` is not one the harness runs.
@@ -93,57 +88,32 @@ def run_verl(
         TimeoutError: the run took longer than its limit (start-up plus per-step budget).
     """
     versions = check_versions(rollout)
-    run_dir = (out_dir / "verl_run").resolve()
+    run_dir = (out_dir / f"verl-{rollout}_run").resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     for stale in ("metrics.jsonl", "rollout.json", "weights.json"):
         (run_dir / stale).unlink(missing_ok=True)
-    log_path = run_dir / "launch.log"
     command = [sys.executable, "-m", "parity.e2e.verl_cpu.launch", str(run_dir)]
     command += [str(Path(warm_model_dir).resolve()), str(steps), rollout]
     limit = LAUNCH_TIMEOUT_S + STEP_TIMEOUT_S * steps
     limit += VLLM_LAUNCH_S if rollout == "vllm" else 0.0
-    start = time.perf_counter()
-    with log_path.open("w") as log:
-        process = subprocess.Popen(
-            command,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            env={**_own_ray_cluster(os.environ), **harness_env(run_dir, rollout)},
-            start_new_session=True,
-        )
-        try:
-            returncode = process.wait(timeout=limit)
-        except subprocess.TimeoutExpired as error:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            raise TimeoutError(
-                f"verl's CPU run did not finish {steps} steps within {limit:.0f} s; "
-                f"log: {log_path}\n{_tail(log_path)}"
-            ) from error
-    wall = time.perf_counter() - start
-    if returncode != 0:
-        raise RuntimeError(f"verl's CPU run exited with {returncode}:\n{_tail(log_path)}")
-    result = _result(run_dir, wall, versions, rollout)
-    write_json(out_dir / "verl.json", result)
-    return result
+    done = run_logged(
+        command,
+        env={**os.environ, **harness_env(run_dir, rollout)},
+        log_path=run_dir / "launch.log",
+        limit_s=limit,
+        name=f"verl's CPU run ({steps} steps, {rollout})",
+    )
+    return _result(run_dir, done, versions, rollout)
 
 
-def _own_ray_cluster(environ: Mapping[str, str]) -> dict[str, str]:
-    """`environ` without ``RAY_ADDRESS``: the run starts its own Ray cluster, never joins
-    one this process may point at."""
-    return {key: value for key, value in environ.items() if key != "RAY_ADDRESS"}
-
-
-def _tail(path: Path, lines: int = 40) -> str:
-    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
-
-
-def _result(run_dir: Path, wall: float, versions: dict[str, str], rollout: str) -> dict[str, Any]:
+def _result(
+    run_dir: Path, done: HarnessRun, versions: dict[str, str], rollout: str
+) -> dict[str, Any]:
     """The result dict from verl's metrics file and the rollout's reports: ``rollout.json``
     (tokens per weight version; ``hf_cpu``: also the changed tensors) and, for ``vllm``,
     ``weights.json`` (the changed tensors and the syncs, from `parity.e2e.verl_cpu.vllm_sync`)."""
     steps = [json.loads(line)["data"] for line in (run_dir / "metrics.jsonl").open()]
-    per_step = {key: [_number(s.get(name)) for s in steps] for key, name in _METRICS.items()}
+    per_step = {key: [metric(s.get(name)) for s in steps] for key, name in _METRICS.items()}
     report = json.loads((run_dir / "rollout.json").read_text())
     if (run_dir / "weights.json").exists():
         report.update(json.loads((run_dir / "weights.json").read_text()))
@@ -156,26 +126,15 @@ def _result(run_dir: Path, wall: float, versions: dict[str, str], rollout: str) 
         "rollout": rollout,
         "steps_completed": len(steps),
         "episodes_per_step": TASKS_PER_STEP,  # rollout.n = 1
-        "startup_s": wall - sum(s or 0.0 for s in per_step["step_s"]),
+        "startup_s": done.wall_s - sum(s or 0.0 for s in per_step["step_s"]),
         **{key: values for key, values in per_step.items() if key != "prob_gap"},
         "policy_tokens": [sampled.get(str(k), 0) for k in range(len(steps))],
-        "max_prob_gap": _max(per_step["prob_gap"]),
-        "max_sequence_logprob_gap": _max(seq_gaps),
+        "max_prob_gap": max_metric(per_step["prob_gap"]),
+        "max_sequence_logprob_gap": max_metric(seq_gaps),
         "all_params_changed": bool(changed) and all(changed.values()),
         "params_unchanged": sorted(k for k, v in changed.items() if not v),
         **syncs,
+        "wall_s": done.wall_s,
+        "peak_rss_gib": done.peak_rss_gib,
         "versions": versions,
     }
-
-
-def _number(value: Any) -> float | None:
-    """A metric as a float (NaN kept, so that a NaN check sees it); None when absent."""
-    return None if value is None else float(value)
-
-
-def _max(values: list[float | None]) -> float | None:
-    """The largest of `values`, NaN if any is NaN; None when there are none."""
-    present = [v for v in values if v is not None]
-    if any(math.isnan(v) for v in present):
-        return math.nan
-    return max(present, default=None)

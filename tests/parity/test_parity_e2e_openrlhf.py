@@ -4,7 +4,6 @@ harness `parity.e2e.openrlhf_cpu`)."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import math
 import os
 import subprocess
@@ -54,7 +53,6 @@ def test_openrlhf_trains_end_to_end_on_cpu_with_its_own_vllm_engine(
         result = run_openrlhf(cfg, tmp_path, warm_model)
 
     assert check(result, STEPS) == []
-    assert json.loads((tmp_path / "openrlhf.json").read_text())["steps_completed"] == STEPS
     for key in ("loss", "grad_norm", "step_s", "rollout_s", "update_s", "vllm_kl"):
         assert len(result[key]) == STEPS, key
         assert all(math.isfinite(v) for v in result[key]), (key, result[key])

@@ -262,7 +262,6 @@ def test_verl_trains_end_to_end_on_its_own_vllm_replica(warm_model: Path, tmp_pa
     result = run_verl(STEPS, tmp_path, warm_model, rollout="vllm")
 
     assert check(result, STEPS) == []
-    assert json.loads((tmp_path / "verl.json").read_text())["rollout"] == "vllm"
     for key in ("loss", "grad_norm", "step_s", "rollout_s", "update_s"):
         assert len(result[key]) == STEPS, key
         assert all(math.isfinite(v) for v in result[key]), (key, result[key])

@@ -1,0 +1,131 @@
+"""One trainer harness run in a subprocess: bounded in time, logged, its memory measured.
+
+The end-to-end runs whose trainer starts its own processes (Ray, vLLM's engine, DeepSpeed)
+launch their CPU harness with `run_logged`: a fresh session (so a timeout kills the whole
+process tree), output to a log file, Ray's ``RAY_ADDRESS`` dropped (the run starts its own
+cluster, never joins one the caller points at), and the largest summed resident memory of
+the process tree sampled while it runs. `metric` and `max_metric` read what a trainer logged.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["HarnessRun", "log_tail", "max_metric", "metric", "run_logged"]
+
+
+@dataclass(frozen=True)
+class HarnessRun:
+    """What `run_logged` measured of a run that exited with 0.
+
+    Attributes:
+        wall_s: Wall time from start to exit.
+        peak_rss_gib: Largest summed resident memory of the process and its descendants,
+            sampled every half second (pages shared between processes are counted once per
+            process, so an upper bound).
+    """
+
+    wall_s: float
+    peak_rss_gib: float
+
+
+def run_logged(
+    command: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    log_path: Path,
+    limit_s: float,
+    name: str,
+) -> HarnessRun:
+    """Run `command` with `env` (``RAY_ADDRESS`` removed), stdout and stderr to `log_path`.
+
+    Raises:
+        TimeoutError: it ran past `limit_s`; its whole process group is killed first.
+        RuntimeError: it exited with a non-zero code. Both messages name `name` and end with
+            the log's last lines.
+    """
+    environ = {key: value for key, value in env.items() if key != "RAY_ADDRESS"}
+    start = time.perf_counter()
+    with log_path.open("w") as log:
+        process = subprocess.Popen(
+            list(command),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=environ,
+            start_new_session=True,
+        )
+        peak = _PeakMemory(process.pid)
+        try:
+            returncode = process.wait(timeout=limit_s)
+        except subprocess.TimeoutExpired as error:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise TimeoutError(
+                f"{name} did not finish within {limit_s:.0f} s; log: {log_path}\n"
+                f"{log_tail(log_path)}"
+            ) from error
+        finally:
+            peak.stop()
+    if returncode != 0:
+        raise RuntimeError(f"{name} exited with {returncode}:\n{log_tail(log_path)}")
+    return HarnessRun(wall_s=time.perf_counter() - start, peak_rss_gib=peak.gib)
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    """The last `lines` lines of the text file at `path`."""
+    return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+
+def metric(value: Any) -> float | None:
+    """A logged value as a float (NaN kept, so that a NaN check sees it); None when absent."""
+    return None if value is None else float(value)
+
+
+def max_metric(values: Sequence[float | None]) -> float | None:
+    """The largest of `values`, NaN if any is NaN; None when there are none."""
+    present = [v for v in values if v is not None]
+    if any(math.isnan(v) for v in present):
+        return math.nan
+    return max(present, default=None)
+
+
+class _PeakMemory:
+    """The largest summed RSS of a process and its descendants, sampled in a thread."""
+
+    def __init__(self, pid: int, every_s: float = 0.5) -> None:
+        self.gib = 0.0
+        self._pid = pid
+        self._every_s = every_s
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        import psutil
+
+        while not self._done.wait(self._every_s):
+            try:
+                root = psutil.Process(self._pid)
+                tree = [root, *root.children(recursive=True)]
+            except psutil.Error:
+                continue
+            total = 0
+            for process in tree:
+                try:
+                    total += process.memory_info().rss
+                except psutil.Error:
+                    continue
+            self.gib = max(self.gib, total / 2**30)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
