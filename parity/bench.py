@@ -17,8 +17,11 @@ Per trainer, the median over the steps after the first (the first pays for warm-
   episode log of `xpgym.core.wrappers.episode_log`) and ``update_s`` (the rest of the step);
 - ``policy_tokens_per_s``: policy tokens trained per second of step time;
 - ``env_share``: ``env_s / rollout_s``, the env's part of rolling out;
-- ``peak_rss_mib``: the largest resident memory of the run's process or of any child
-  process it waited for (verl's Ray workers included).
+- ``peak_rss_mib``: the run's peak memory: for a run in one process (reference, TRL), the
+  largest resident memory of that process; for a harness run in its own process tree (Ray,
+  vLLM's engine, DeepSpeed: verl, OpenRLHF, ...), the largest summed resident memory of the
+  tree (``peak_rss_gib`` of `parity.e2e.subprocess_run`; pages shared between processes
+  counted once per process, so an upper bound).
 
 Writes ``<out>/bench.json`` (rows + the machine and commit, for tracking over commits),
 ``<out>/table.md`` and ``<out>/bench.png`` (the analogue of the GEM paper's per-framework
@@ -156,7 +159,8 @@ def bench_one(name: str, cfg: E2EConfig, out_dir: Path) -> dict[str, Any]:
     if result.get("error"):
         return {"trainer": name, "error": result["error"]}
     env_s, batch = _env_seconds_per_step(log_dir, len(result["step_s"]))
-    return {**row(result, env_s, _peak_rss_mib(), batch), "trainer": name}
+    peak_mib = max(_peak_rss_mib(), 1024 * result.get("peak_rss_gib", 0.0))
+    return {**row(result, env_s, peak_mib, batch), "trainer": name}
 
 
 def _bench_in_subprocess(name: str, steps: int, out_dir: Path) -> dict[str, Any]:
