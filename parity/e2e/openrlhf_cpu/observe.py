@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from parity.e2e.openrlhf_cpu import REPORT_DIR_ENV
+from parity.shared.vllm_weights import changed_from, checkpoint_weights
 
 __all__ = [
     "METRICS_FILE",
@@ -157,18 +158,9 @@ def report_weights(model_path: str, weights: list[tuple[str, torch.Tensor]]) -> 
     if where is None:
         return
     if _engine["start"] is None:
-        from safetensors.torch import load_file
-
-        start: dict[str, torch.Tensor] = {}
-        for part in sorted(Path(model_path).glob("*.safetensors")):
-            start.update(load_file(part))
-        _engine["start"] = start
-    start = _engine["start"]
+        _engine["start"] = checkpoint_weights(model_path)
     _engine["syncs"] += 1
-    changed = {
-        name: name not in start or not torch.equal(start[name].to(w.dtype), w)
-        for name, w in weights
-    }
+    changed = changed_from(_engine["start"], weights)
     finite = all(math.isfinite(float(w.float().abs().max())) for _, w in weights)
     report = {"syncs": _engine["syncs"], "changed": changed, "finite": finite}
     (where / WEIGHTS_FILE).write_text(json.dumps(report))
