@@ -5,7 +5,9 @@ return ``G_t = r_t + gamma * G_{t+1}`` as its reward, and ReBN in the learner's 
 hook (population std over every turn of the batch, across learner ranks). The actor
 collects xpgym episodes with Oat's own vLLM engine (``xpgym.adapters.oat``).
 
-Install (a GPU machine with Python 3.10; Oat pins vLLM 0.8.4, DeepSpeed, launchpad):
+Install (a GPU machine with Python 3.10: oat-llm declares Python < 3.11, and its launcher,
+dm-launchpad, has wheels for 3.8-3.10 only; oat-llm pulls vLLM 0.8.4, DeepSpeed, flash-attn,
+dm-launchpad[tensorflow] and pyarrow<12 for Plasma):
 
     pip install vllm==0.8.4 oat-llm==0.2.4 && pip install xpgym
 
