@@ -16,7 +16,6 @@ timeout, and reads back what the harness's observers wrote. `parity.e2e.runs` ca
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Any
 
 from parity.e2e.config import E2EConfig
 from parity.shared.processes import run_logged, tail
-from parity.shared.reports import write_json
+from parity.shared.reports import logged_number, max_or_nan, write_json
 from parity.shared.trainer_code import package_version
 
 __all__ = ["LAUNCH_TIMEOUT_S", "MAX_LEN", "MAX_TURNS", "run_oat"]
@@ -117,7 +116,7 @@ def run_oat(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     weights_file = run_dir / WEIGHTS_FILE
     weights = json.loads(weights_file.read_text()) if weights_file.exists() else {}
     changed = weights.get("changed", {})
-    per_step = {key: [_number(s.get(key)) for s in steps] for key in _PER_STEP}
+    per_step = {key: [logged_number(s.get(key)) for s in steps] for key in _PER_STEP}
     result = {
         "trainer": "oat",
         "steps_completed": len(steps),
@@ -125,7 +124,7 @@ def run_oat(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         **per_step,
         "policy_tokens": [int(s.get("policy_tokens", 0)) for s in steps],
         "rows": [int(s.get("rows", 0)) for s in steps],
-        "max_prob_gap": _max(per_step["max_prob_gap"]),
+        "max_prob_gap": max_or_nan(per_step["max_prob_gap"]),
         "oat_metrics": [s.get("oat", {}) for s in steps],
         "all_params_changed": bool(changed) and all(changed.values()),
         "params_unchanged": sorted(k for k, v in changed.items() if not v),
@@ -154,16 +153,3 @@ def _settings(cfg: E2EConfig) -> dict[str, Any]:
         "max_len": MAX_LEN,
         "seed": cfg.seed,
     }
-
-
-def _number(value: Any) -> float | None:
-    """A logged value as a float (NaN kept, so that a NaN check sees it); None when absent."""
-    return None if value is None else float(value)
-
-
-def _max(values: list[float | None]) -> float | None:
-    """The largest of `values`, NaN if any is NaN; None when there are none."""
-    present = [v for v in values if v is not None]
-    if any(math.isnan(v) for v in present):
-        return math.nan
-    return max(present, default=None)
