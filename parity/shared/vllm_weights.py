@@ -13,19 +13,20 @@ rebuilds, loads and repacks each layer), then, for a model with tied word embedd
 keep the old weights. The reload expects every weight of a layer (vLLM fuses q/k/v and
 gate/up into one parameter), so a harness gathers a whole sync and reloads once.
 
-`checkpoint_weights` and `changed_from` are what a harness's weight report uses: which
-tensors a sync brought differ from the start checkpoint.
+`SyncReport` (with `checkpoint_weights` and `changed_from`) is a harness's weight report: which
+tensors the last sync brought differ from the start checkpoint.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["changed_from", "checkpoint_weights", "reload"]
+__all__ = ["SyncReport", "changed_from", "checkpoint_weights", "reload"]
 
 
 def reload(model_runner: Any, weights: Sequence[tuple[str, torch.Tensor]]) -> None:
@@ -64,3 +65,28 @@ def changed_from(
         name: name not in start or not torch.equal(start[name].to(tensor.dtype), tensor)
         for name, tensor in weights
     }
+
+
+class SyncReport:
+    """An engine's ``weights.json``: after each sync, ``{"syncs": n, "changed": {name: bool},
+    "finite": bool}`` (`changed_from` the start checkpoint, read once; whether every tensor
+    of the sync is finite)."""
+
+    def __init__(self) -> None:
+        self.start: dict[str, torch.Tensor] | None = None
+        self.syncs = 0
+
+    def write(
+        self, path: Path, model_dir: str | Path, weights: Sequence[tuple[str, torch.Tensor]]
+    ) -> None:
+        """Count one sync of `weights` and write the report to `path`; `model_dir` holds the
+        start checkpoint."""
+        if self.start is None:
+            self.start = checkpoint_weights(model_dir)
+        self.syncs += 1
+        report = {
+            "syncs": self.syncs,
+            "changed": changed_from(self.start, weights),
+            "finite": all(bool(torch.isfinite(w).all()) for _, w in weights),
+        }
+        path.write_text(json.dumps(report))

@@ -26,7 +26,7 @@ from typing import Any
 import torch
 
 from parity.e2e.oat_cpu import REPORT_DIR_ENV
-from parity.shared.vllm_weights import changed_from, checkpoint_weights
+from parity.shared.vllm_weights import SyncReport
 
 __all__ = [
     "LEARNING_METRICS",
@@ -56,8 +56,8 @@ LEARNING_METRICS = (
 _step: dict[str, Any] = {}
 """What the current step observed so far (the learner's)."""
 
-_engine: dict[str, Any] = {"start": None, "syncs": 0}
-"""The start checkpoint and the number of syncs so far (the engine worker's)."""
+_engine = SyncReport()
+"""The engine worker's weight report (the start checkpoint, the syncs so far)."""
 
 
 def _report_dir() -> Path | None:
@@ -166,10 +166,4 @@ def report_weights(model_path: str, weights: list[tuple[str, torch.Tensor]]) -> 
     where = _report_dir()
     if where is None:
         return
-    if _engine["start"] is None:
-        _engine["start"] = checkpoint_weights(model_path)
-    _engine["syncs"] += 1
-    changed = changed_from(_engine["start"], weights)
-    finite = all(bool(torch.isfinite(w).all()) for _, w in weights)
-    report = {"syncs": _engine["syncs"], "changed": changed, "finite": finite}
-    (where / WEIGHTS_FILE).write_text(json.dumps(report))
+    _engine.write(where / WEIGHTS_FILE, model_path, weights)
