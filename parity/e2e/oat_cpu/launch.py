@@ -94,7 +94,7 @@ def main(run_dir: Path, model_dir: Path) -> None:
 
     launchpad.install()
     with stand_ins(UNUSED_IMPORTS, packages=("oat",)):
-        patches.apply(settings["seed"])
+        patches.apply()
         import oat.algorithms.ppo
         import oat.collectors.base
         import oat.learners.base

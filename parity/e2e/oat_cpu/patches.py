@@ -36,10 +36,9 @@ WORKER_EXTENSION = "parity.e2e.oat_cpu.worker.WorkerWrap"
 """The engine's ``worker_extension_cls``: Oat's ``WorkerWrap`` with the worker-side patches."""
 
 
-def apply(seed: int) -> None:
+def apply() -> None:
     """Every launch-process patch, in order: the ``torch.cuda`` shim (one logical device),
-    DeepSpeed without compiled ops, then Oat's modules (imported here); `seed` is the
-    engine's (`engine_for_cpu`)."""
+    DeepSpeed without compiled ops, then Oat's modules (imported here)."""
     shim_torch_cuda(logical_devices=1)
     deepspeed_without_compiled_ops()
     import oat.actors.base
@@ -48,7 +47,7 @@ def apply(seed: int) -> None:
 
     optimizer_without_compiled_ops(oat.utils.deepspeed)
     pg_options_renamed(oat.utils.distributed)
-    engine_for_cpu(oat.actors.base, seed)
+    engine_for_cpu(oat.actors.base)
 
 
 # --------------------------------------------------------------------------------------
@@ -151,13 +150,12 @@ def reload_on_sync(worker_wrap: type[Any]) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def engine_for_cpu(module: Any, seed: int) -> None:
+def engine_for_cpu(module: Any) -> None:
     """``oat.actors.base``: the module's ``vllm`` is vLLM with ``LLM`` replaced by `_OatLLM`
     (everything else is vLLM's own), which
 
-    - starts the engine with `seed` (Oat draws it from the clock, ``actors/base.py:80``: the
-      run would sample differently each time), ``enforce_eager=True`` (no ``torch.compile``
-      warm-up of minutes on a CPU) and the harness's `WORKER_EXTENSION` instead of Oat's
+    - starts the engine with ``enforce_eager=True`` (no ``torch.compile`` warm-up of minutes
+      on a CPU) and the harness's `WORKER_EXTENSION` instead of Oat's
       ``oat.utils.distributed.WorkerWrap`` (``actors/base.py:79-84,91``): the same class,
       with `pg_options_renamed`, `group_kept_in_worker` and `reload_on_sync` applied in
       vLLM's worker process, which the launch process's patches cannot reach;
@@ -172,7 +170,7 @@ def engine_for_cpu(module: Any, seed: int) -> None:
                 raise ValueError(
                     f"unexpected worker extension {kwargs.get('worker_extension_cls')}"
                 )
-            own = {"seed": seed, "enforce_eager": True, "worker_extension_cls": WORKER_EXTENSION}
+            own = {"enforce_eager": True, "worker_extension_cls": WORKER_EXTENSION}
             super().__init__(**{**kwargs, **own})
 
         def generate(  # type: ignore[override]
