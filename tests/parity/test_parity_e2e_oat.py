@@ -107,6 +107,7 @@ class _Worker:
     def run(self) -> None:
         sent = {"n": 1}
         got = self.server.echo(sent)
+        self.client_passed_on = self.server.echo(self.server)
         future = self.server.futures.echo([2])
         self.results = (sent, got, future.result())
         lp.stop()
@@ -127,11 +128,12 @@ def test_a_courier_handle_becomes_a_client_of_the_node_object_when_the_program_r
     assert got == sent
     assert got is not sent
     assert from_future == [2]
+    assert worker.client_passed_on is worker.server  # a client passes as the same client
     assert worker.settings == settings
     assert worker.settings is not settings
     instance = program.nodes[0][1].instance
     assert instance.log is not log  # constructor arguments are copies too
-    assert [name for name, _ in instance.calls] == ["echo", "echo"]
+    assert [name for name, _ in instance.calls] == ["echo", "echo", "echo"]
     assert all(name.startswith("server") for name in instance.threads)  # the node's threads
 
 
@@ -146,6 +148,18 @@ def test_a_node_whose_run_raises_ends_the_launch_with_its_error() -> None:
     with pytest.raises(RuntimeError, match="node bad failed") as raised:
         lp.launch(program)
     assert isinstance(raised.value.__cause__, ValueError)
+
+
+def test_a_node_that_cannot_be_built_fails_the_launch_and_a_new_one_can_start() -> None:
+    program = lp.Program("p")
+    program.add_node(lp.CourierNode(_Server), label="server")  # _Server needs a log
+    with pytest.raises(RuntimeError, match="node server not built") as raised:
+        lp.launch(program)
+    assert isinstance(raised.value.__cause__, TypeError)
+    again = lp.Program("q")
+    again.add_node(lp.PyClassNode(_Failing), label="bad")
+    with pytest.raises(RuntimeError, match="node bad failed"):
+        lp.launch(again)
 
 
 def test_oats_plasma_server_and_client_pass_objects_through_the_in_process_store(

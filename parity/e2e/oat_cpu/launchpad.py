@@ -157,6 +157,9 @@ class Client:
             raise AttributeError(name)
         return lambda *args, **kwargs: self._submit(name, args, kwargs).result()
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Client:
+        return self  # a courier client unpickles as a client of the same node
+
     def __repr__(self) -> str:
         return f"Client({self._label})"
 
@@ -199,7 +202,12 @@ def launch(program: Program, **settings: Any) -> None:
         ordered += [n for n in program.nodes if not isinstance(n[1], CourierNode)]
         for label, node in ordered:
             args, kwargs = _resolve((node.args, node.kwargs), clients)
-            node.instance = node.constructor(*args, **kwargs)
+            try:
+                node.instance = node.constructor(*args, **kwargs)
+            except Exception as error:
+                raise RuntimeError(
+                    f"launchpad stand-in: node {label} not built: {error!r}"
+                ) from error
             if isinstance(node, CourierNode):
                 pool = ThreadPoolExecutor(CALL_THREADS, thread_name_prefix=label)
                 pools.append(pool)
