@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
-from parity.shared.processes import run_logged, tail
-from parity.shared.reports import logged_number, max_or_nan, write_json
+from parity.e2e.subprocess_run import max_metric, metric, run_logged
 from parity.shared.trainer_code import package_version
 
 __all__ = ["LAUNCH_TIMEOUT_S", "MAX_LEN", "MAX_TURNS", "run_oat"]
@@ -67,8 +66,8 @@ def run_oat(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     Args:
         cfg: The run (`parity.e2e.config.E2EConfig`); ``warm``, ``max_completion_length`` and
             ``threads`` are not used (the model is `warm_dir`; the budget is `MAX_LEN`).
-        out_dir: Gets ``oat.json`` (the returned dict) and ``oat_run/`` (settings, reports,
-            Oat's output directory and the launch log ``launch.log``).
+        out_dir: Gets ``oat_run/`` (settings, reports, Oat's output directory and the launch
+            log ``launch.log``).
         warm_dir: ``save_pretrained`` directory of the start model and its tokenizer.
 
     Returns:
@@ -101,41 +100,40 @@ def run_oat(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     for stale in (METRICS_FILE, WEIGHTS_FILE):
         (run_dir / stale).unlink(missing_ok=True)
     (run_dir / SETTINGS_FILE).write_text(json.dumps(_settings(cfg)))
-    log_path = run_dir / "launch.log"
     command = [sys.executable, "-m", "parity.e2e.oat_cpu.launch", str(run_dir)]
     command.append(str(Path(warm_dir).resolve()))
-    limit = LAUNCH_TIMEOUT_S + STEP_TIMEOUT_S * cfg.steps
-    try:
-        finished = run_logged(command, {**os.environ, **harness_env(run_dir)}, log_path, limit)
-    except TimeoutError as error:
-        raise TimeoutError(f"Oat's CPU run, {cfg.steps} steps: {error}") from error
-    if finished.returncode != 0:
-        raise RuntimeError(f"Oat's CPU run exited with {finished.returncode}:\n{tail(log_path)}")
+    done = run_logged(
+        command,
+        env={**os.environ, **harness_env(run_dir)},
+        log_path=run_dir / "launch.log",
+        limit_s=LAUNCH_TIMEOUT_S + STEP_TIMEOUT_S * cfg.steps,
+        name=f"Oat's CPU run ({cfg.steps} steps)",
+    )
     versions.update({name: package_version(name) for name in ("torch", "transformers")})
-    steps = [json.loads(line) for line in (run_dir / METRICS_FILE).open()]
+    metrics = run_dir / METRICS_FILE
+    steps = [json.loads(line) for line in metrics.open()] if metrics.exists() else []
     weights_file = run_dir / WEIGHTS_FILE
     weights = json.loads(weights_file.read_text()) if weights_file.exists() else {}
     changed = weights.get("changed", {})
-    per_step = {key: [logged_number(s.get(key)) for s in steps] for key in _PER_STEP}
+    per_step = {key: [metric(s.get(key)) for s in steps] for key in _PER_STEP}
     result = {
         "trainer": "oat",
         "steps_completed": len(steps),
-        "startup_s": finished.wall_s - sum(s or 0.0 for s in per_step["step_s"]),
+        "startup_s": done.wall_s - sum(s or 0.0 for s in per_step["step_s"]),
         **per_step,
         "policy_tokens": [int(s.get("policy_tokens", 0)) for s in steps],
         "rows": [int(s.get("rows", 0)) for s in steps],
-        "max_prob_gap": max_or_nan(per_step["max_prob_gap"]),
+        "max_prob_gap": max_metric(per_step["max_prob_gap"]),
         "oat_metrics": [s.get("oat", {}) for s in steps],
         "all_params_changed": bool(changed) and all(changed.values()),
         "params_unchanged": sorted(k for k, v in changed.items() if not v),
         "weight_syncs": int(weights.get("syncs", 0)),
         "weights_finite": bool(weights.get("finite", False)),
         "episodes_per_step": cfg.tasks_per_step * cfg.group_size,
-        "wall_s": finished.wall_s,
-        "peak_rss_gib": finished.peak_rss_gib,
+        "wall_s": done.wall_s,
+        "peak_rss_gib": done.peak_rss_gib,
         "versions": versions,
     }
-    write_json(out_dir / "oat.json", result)
     return result
 
 

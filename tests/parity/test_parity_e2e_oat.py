@@ -54,7 +54,6 @@ def test_oat_trains_end_to_end_on_cpu_with_its_own_vllm_engine(
         result = run_oat(cfg, tmp_path, warm_model)
 
     assert check(result, STEPS) == []
-    assert json.loads((tmp_path / "oat.json").read_text())["steps_completed"] == STEPS
     for key in ("loss", "grad_norm", "step_s", "rollout_s", "update_s", "rms_logprob_gap"):
         assert len(result[key]) == STEPS, key
         assert all(math.isfinite(v) for v in result[key]), (key, result[key])
