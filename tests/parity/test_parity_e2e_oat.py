@@ -205,7 +205,7 @@ def test_the_plasma_store_refuses_what_exceeds_its_size() -> None:
 
 
 def test_oats_process_group_helper_gets_torchs_current_argument_name() -> None:
-    """``utils/distributed.py:107-109`` compares torch versions as strings and passes
+    """``utils/distributed.py:100-110`` compares torch versions as strings and passes
     ``pg_options`` to torch 2.13; the patched helper receives ``backend_options``."""
     seen: dict[str, Any] = {}
     module = ModuleType("fake_oat_distributed")

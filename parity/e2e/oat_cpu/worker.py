@@ -1,7 +1,7 @@
 """Test harness (not a way to train): the vLLM worker extension of the run, named by
 `parity.e2e.oat_cpu.patches.WORKER_EXTENSION`. vLLM imports this module in its worker
 process, which applies the worker-side patches there: Oat's ``WorkerWrap`` (``oat/utils/
-distributed.py:131-177``), its process group created with torch's current argument name
+distributed.py:123-177``), its process group created with torch's current argument name
 (`parity.e2e.oat_cpu.patches.pg_options_renamed`) and its ``update_weight`` replaced by
 `parity.e2e.oat_cpu.patches.reload_on_sync`; Oat's ``init_process_group`` runs as it is
 and keeps its group (`parity.e2e.oat_cpu.patches.group_kept_in_worker`).
