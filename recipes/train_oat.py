@@ -5,7 +5,9 @@ return ``G_t = r_t + gamma * G_{t+1}`` as its reward, and ReBN in the learner's 
 hook (population std over every turn of the batch, across learner ranks). The actor
 collects xpgym episodes with Oat's own vLLM engine (``xpgym.adapters.oat``).
 
-Install (a GPU machine with Python 3.10; Oat pins vLLM 0.8.4, DeepSpeed, launchpad):
+Install (a GPU machine with Python 3.10: oat-llm declares Python < 3.11, and its launcher,
+dm-launchpad, has wheels for 3.8-3.10 only; oat-llm pulls vLLM 0.8.4, DeepSpeed, flash-attn,
+dm-launchpad[tensorflow] and pyarrow<12 for Plasma):
 
     pip install vllm==0.8.4 oat-llm==0.2.4 && pip install xpgym
 
@@ -70,39 +72,27 @@ def check_args(args: Args) -> None:
 
 
 def oat_fields(args: Args) -> dict[str, Any]:
-    """``XpgymArgs`` (Oat's ``PPOArgs`` + xpgym's fields) for this run."""
-    learners = args.gpus - args.gpus // 2  # learner ranks of Oat's get_program (ceil(gpus / 2))
-    rows_per_rank = args.rollout_batch_size // learners  # one actor step, one learning round
-    return {
-        "env_id": args.env_id,
-        "gamma": args.gamma,
-        "max_turns": args.max_turns,
-        "num_envs": args.num_envs,
-        "episodes_per_step": args.episodes_per_step,
-        "norm_return": args.algorithm == "rebn",
-        "pretrain": args.model,
-        "algo": "PPO",
-        "critic_type": "drgrpo",  # the learner's Monte-Carlo advantage hook
-        "num_samples": 1,
-        "beta": 0.0,
-        "num_ppo_epochs": args.num_ppo_epochs,
-        "learning_rate": args.lr,
-        "lr_scheduler": "constant",
-        "max_norm": 1.0,
-        "cliprange": 0.2,
-        "temperature": 1.0,
-        "top_p": 1.0,
-        "generate_max_length": args.max_new_tokens,
-        "rollout_batch_size": args.rollout_batch_size,
-        "rollout_batch_size_per_device": rows_per_rank,
-        "pi_buffer_maxlen_per_device": rows_per_rank,
-        "train_batch_size": args.train_batch_size,
-        "gpus": args.gpus,
-        "collocate": args.gpus == 1,
-        "vllm_sleep": args.gpus == 1,
-        "seed": args.seed,
-        "save_path": str(Path(args.out_dir) / "checkpoints"),
-    }
+    """``XpgymArgs`` (Oat's ``PPOArgs`` + xpgym's fields) for this run
+    (`xpgym.adapters.oat.oat_config`)."""
+    from xpgym.adapters.oat import oat_config
+
+    return oat_config(
+        env_id=args.env_id,
+        model=args.model,
+        gamma=args.gamma,
+        norm_return=args.algorithm == "rebn",
+        episodes_per_step=args.episodes_per_step,
+        num_envs=args.num_envs,
+        rollout_batch_size=args.rollout_batch_size,
+        train_batch_size=args.train_batch_size,
+        num_ppo_epochs=args.num_ppo_epochs,
+        lr=args.lr,
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        gpus=args.gpus,
+        seed=args.seed,
+        save_path=str(Path(args.out_dir) / "checkpoints"),
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -111,19 +101,11 @@ def oat_fields(args: Args) -> dict[str, Any]:
 
 
 def launch(args: Args) -> None:
-    """Build Oat's program with xpgym's actor and learner and launch it (GPU)."""
-    import launchpad as lp
-    from oat.args import default_args_validation
-    from oat.interface import get_program
+    """Build Oat's program with xpgym's actor and learner and launch it (GPU;
+    `xpgym.adapters.oat.launch`)."""
+    from xpgym.adapters.oat import launch as launch_oat
 
-    from xpgym.adapters.oat import oat_classes
-
-    args_cls, actor_cls, learner_cls = oat_classes()
-    oat_args = default_args_validation(args_cls(**oat_fields(args)))
-    program, resources = get_program(oat_args, learner_cls=learner_cls, actor_cls=actor_cls)
-    lp.launch(
-        program, launch_type="local_mp", local_resources=resources, terminal="current_terminal"
-    )
+    launch_oat(oat_fields(args))
 
 
 # --------------------------------------------------------------------------------------

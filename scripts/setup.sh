@@ -67,6 +67,9 @@ DS_BUILD_OPS=0 "${pip[@]}" --no-deps --no-build-isolation deepspeed==0.19.6
 "${pip[@]}" pylatexenc==2.10 aiohttp
 "${pip[@]}" --no-deps rl-square==0.0.2
 "${pip[@]}" --no-deps --ignore-requires-python oat-llm==0.2.4
+# Oat's own loop (parity/e2e/oat_cpu, the CPU end-to-end run) calls tree.map_structure; the
+# pin is parity.e2e.oat_cpu.PINS
+"${pip[@]}" dm-tree==0.1.10
 "${pip[@]}" --no-deps gem-llm==0.0.4
 "${pip[@]}" trl==1.16.0
 "$venv/bin/python" -c "import torch; assert torch.__version__.endswith('+cpu'), torch.__version__"

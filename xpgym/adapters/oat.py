@@ -78,7 +78,9 @@ from xpgym.training.advantages import discounted_returns, turn_rewards  # noqa: 
 __all__ = [
     "OatEnginePolicy",
     "batch_normalize",
+    "launch",
     "oat_classes",
+    "oat_config",
     "to_transition_data",
     "to_transitions",
 ]
@@ -386,6 +388,111 @@ def oat_classes() -> tuple[type, type, type]:
             )
 
     return XpgymArgs, XpgymActor, XpgymLearner
+
+
+def oat_config(
+    *,
+    env_id: str,
+    model: str,
+    gamma: float,
+    norm_return: bool,
+    episodes_per_step: int,
+    num_envs: int,
+    rollout_batch_size: int,
+    train_batch_size: int,
+    num_ppo_epochs: int,
+    lr: float,
+    max_turns: int,
+    max_new_tokens: int,
+    gpus: int,
+    seed: int,
+    save_path: str,
+) -> dict[str, Any]:
+    """The ``XpgymArgs`` fields (`oat_classes`: Oat's ``PPOArgs`` + xpgym's) of a REINFORCE +
+    ReBN run (the GEM paper's setup; ``recipes/train_oat.py``).
+
+    One learning round per actor step: each of the ``ceil(gpus / 2)`` learner ranks of Oat's
+    ``get_program`` asks its actor for ``rollout_batch_size // learners`` rows and its buffer
+    holds exactly those. No KL (``beta`` 0), constant lr, grad clip 1.0, PPO clip 0.2,
+    temperature 1 and top-p 1, ``critic_type="drgrpo"`` (the Monte-Carlo advantage hook),
+    one generation per prompt; collocated actor and learner with vLLM's sleep mode on one
+    GPU.
+
+    Args:
+        env_id: The xpgym env the actors play.
+        model: ``pretrain``: the policy's model name or directory.
+        gamma: Discount over turns.
+        norm_return: ReBN (True) or plain REINFORCE on ``G_t``.
+        episodes_per_step: Episodes per collection round of an actor.
+        num_envs: Envs of an actor's vector env.
+        rollout_batch_size: Rows (turns) per learning round, over all learner ranks.
+        train_batch_size: Rows per optimizer step.
+        num_ppo_epochs: Passes over a round's rows.
+        lr: Learning rate.
+        max_turns: Turns per episode.
+        max_new_tokens: Tokens per turn (``generate_max_length``).
+        gpus: GPUs of the run.
+        seed: Oat's seed (and the actors' episode seeds).
+        save_path: Oat's output directory.
+    """
+    learners = gpus - gpus // 2  # learner ranks of Oat's get_program (ceil(gpus / 2))
+    rows_per_rank = rollout_batch_size // learners  # one actor step, one learning round
+    return {
+        "env_id": env_id,
+        "gamma": gamma,
+        "max_turns": max_turns,
+        "num_envs": num_envs,
+        "episodes_per_step": episodes_per_step,
+        "norm_return": norm_return,
+        "pretrain": model,
+        "algo": "PPO",
+        "critic_type": "drgrpo",  # the learner's Monte-Carlo advantage hook
+        "num_samples": 1,
+        "beta": 0.0,
+        "num_ppo_epochs": num_ppo_epochs,
+        "learning_rate": lr,
+        "lr_scheduler": "constant",
+        "max_norm": 1.0,
+        "cliprange": 0.2,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "generate_max_length": max_new_tokens,
+        "rollout_batch_size": rollout_batch_size,
+        "rollout_batch_size_per_device": rows_per_rank,
+        "pi_buffer_maxlen_per_device": rows_per_rank,
+        "train_batch_size": train_batch_size,
+        "gpus": gpus,
+        "collocate": gpus == 1,
+        "vllm_sleep": gpus == 1,
+        "seed": seed,
+        "save_path": save_path,
+    }
+
+
+def launch(fields: dict[str, Any]) -> None:
+    """Oat's launch with xpgym's actor and learner: ``XpgymArgs(**fields)`` through Oat's
+    ``default_args_validation``, ``get_program`` and ``lp.launch`` (``launch_type`` from the
+    args, ``local_mp`` by default). Returns when the program stops.
+
+    Args:
+        fields: ``XpgymArgs`` fields (`oat_config`, plus any other of Oat's ``PPOArgs``).
+
+    Raises:
+        ImportError: Oat's GPU stack (vLLM, DeepSpeed, launchpad) is not installed.
+    """
+    lp = import_optional("launchpad", needed_by="Oat's launch", install=_INSTALL)
+    from oat.args import default_args_validation
+    from oat.interface import get_program
+
+    args_cls, actor_cls, learner_cls = oat_classes()
+    args = default_args_validation(args_cls(**fields))
+    program, resources = get_program(args, learner_cls=learner_cls, actor_cls=actor_cls)
+    lp.launch(
+        program,
+        launch_type=args.launch_type,
+        local_resources=resources,
+        terminal="current_terminal",
+    )
 
 
 class _PlaceholderPrompts:

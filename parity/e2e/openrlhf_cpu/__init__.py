@@ -16,11 +16,11 @@ driving xpgym's ``AgentExecutor``.
 What is stood in, each named with the file and line it replaces (paths inside the
 ``openrlhf`` package unless said otherwise; `parity.e2e.openrlhf_cpu.patches`):
 
-1. ``torch.cuda`` in every Ray worker (`patches.shim_torch_cuda`): ``current_device()`` is
-   ``"cpu"``; ``set_device``, ``synchronize``, ``empty_cache`` are no-ops and
-   ``current_stream()`` is None (``trainer/ray/ppo_actor.py:148,171,417,436,489,600,604-605,
-   627``, ``trainer/ray/launcher.py:64-65,136,190``, ``utils/deepspeed/deepspeed.py:97,398,
-   614,633-634``, ``utils/distributed_util.py:10``).
+1. ``torch.cuda`` in every Ray worker (`parity.shared.cpu_torch.shim_torch_cuda`):
+   ``current_device()`` is ``"cpu"``; ``set_device``, ``synchronize``, ``empty_cache`` are
+   no-ops and ``current_stream()`` is None (``trainer/ray/ppo_actor.py:148,171,417,436,489,
+   600,604-605,627``, ``trainer/ray/launcher.py:64-65,136,190``,
+   ``utils/deepspeed/deepspeed.py:97,398,614,633-634``, ``utils/distributed_util.py:10``).
 2. ``flash_attn`` (``models/ring_attn_utils.py:3-4``, imported by ``openrlhf.models``): a
    stand-in module whose functions raise; they serve only packing / ring attention, which
    this run leaves off (`imports.STAND_INS`).

@@ -21,7 +21,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import math
 import os
 import re
 from pathlib import Path
@@ -30,6 +29,7 @@ from typing import Any
 import torch
 
 from parity.e2e.openrlhf_cpu import REPORT_DIR_ENV
+from parity.shared.vllm_weights import SyncReport
 
 __all__ = [
     "METRICS_FILE",
@@ -48,8 +48,8 @@ WEIGHTS_FILE = "weights.json"
 _batches: list[dict[str, Any]] = []
 """Observations of the batches made since the last logged step (the PPOTrainer actor's)."""
 
-_engine: dict[str, Any] = {"start": None, "syncs": 0}
-"""The start checkpoint and the number of syncs so far (an engine worker's)."""
+_engine = SyncReport()
+"""The engine worker's weight report (the start checkpoint, the syncs so far)."""
 
 
 def _report_dir() -> Path | None:
@@ -156,19 +156,4 @@ def report_weights(model_path: str, weights: list[tuple[str, torch.Tensor]]) -> 
     where = _report_dir()
     if where is None:
         return
-    if _engine["start"] is None:
-        from safetensors.torch import load_file
-
-        start: dict[str, torch.Tensor] = {}
-        for part in sorted(Path(model_path).glob("*.safetensors")):
-            start.update(load_file(part))
-        _engine["start"] = start
-    start = _engine["start"]
-    _engine["syncs"] += 1
-    changed = {
-        name: name not in start or not torch.equal(start[name].to(w.dtype), w)
-        for name, w in weights
-    }
-    finite = all(math.isfinite(float(w.float().abs().max())) for _, w in weights)
-    report = {"syncs": _engine["syncs"], "changed": changed, "finite": finite}
-    (where / WEIGHTS_FILE).write_text(json.dumps(report))
+    _engine.write(where / WEIGHTS_FILE, model_path, weights)

@@ -2,8 +2,9 @@
 
 Each function takes the freshly imported module it changes (`parity.e2e.openrlhf_cpu.imports`
 calls it) and names the file and line of the ``openrlhf`` package it replaces; the package
-docstring (`parity.e2e.openrlhf_cpu`) lists them all. `shim_torch_cuda` is the exception: it
-changes ``torch.cuda`` in every Ray worker (`parity.e2e.openrlhf_cpu.worker.setup`).
+docstring (`parity.e2e.openrlhf_cpu`) lists them all. Patch 1, the ``torch.cuda`` shim, is
+`parity.shared.cpu_torch.shim_torch_cuda`, applied in every Ray worker
+(`parity.e2e.openrlhf_cpu.worker.setup`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ import logging
 from typing import Any
 
 import torch
+
+from parity.shared.cpu_torch import deepspeed_without_compiled_ops
+from parity.shared.vllm_weights import reload
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +28,6 @@ __all__ = [
     "float32_engine",
     "float32_params",
     "reload_on_sync",
-    "shim_torch_cuda",
     "tcp_store_sync_group",
 ]
 
@@ -33,27 +36,6 @@ PARAM_DTYPE = "fp32"
 
 ENGINE_DTYPE = "float32"
 """The vLLM engine's dtype (OpenRLHF hard-codes bfloat16)."""
-
-
-# --------------------------------------------------------------------------------------
-# 1. torch.cuda, in every Ray worker
-# --------------------------------------------------------------------------------------
-
-
-def shim_torch_cuda() -> None:
-    """The ``torch.cuda`` calls OpenRLHF's trainer makes, on the CPU: ``current_device()`` is
-    ``"cpu"`` (it is passed to ``.to()``), ``current_stream()`` is None (passed as the
-    broadcast's stream), ``set_device``, ``synchronize`` and ``empty_cache`` do nothing.
-    ``is_available()`` stays False, so code that asks is not misled. Replaces
-    ``trainer/ray/ppo_actor.py:148,171,417,436,489,600,604-605,627``,
-    ``trainer/ray/launcher.py:64-65,136,190``, ``utils/deepspeed/deepspeed.py:97,398,614,
-    633-634`` and ``utils/distributed_util.py:10``."""
-    cuda: Any = torch.cuda
-    cuda.current_device = lambda: "cpu"
-    cuda.current_stream = lambda device=None: None
-    cuda.set_device = lambda device: None
-    cuda.synchronize = lambda device=None: None
-    cuda.empty_cache = lambda: None
 
 
 # --------------------------------------------------------------------------------------
@@ -67,9 +49,7 @@ def deepspeed_on_cpu(module: Any) -> None:
     instead of FusedAdam; the device mesh (``deepspeed.py:105-107``, ``init_device_mesh("cuda",
     ...)``) is built on ``cpu``; DeepSpeed's shared-memory all-reduce op is marked unavailable
     (``deepspeed.init_distributed``, ``deepspeed.py:100``, would compile it)."""
-    import deepspeed.ops
-
-    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
+    deepspeed_without_compiled_ops()
     train_config = module.get_train_ds_config
     mesh = module.init_device_mesh
 
@@ -243,11 +223,6 @@ def _reload(worker: Any, weights: list[tuple[str, torch.Tensor]]) -> None:
     """Load `weights` (all of the trainer's parameters) into `worker`'s model."""
     from parity.e2e.openrlhf_cpu.observe import report_weights
 
-    runner = worker.model_runner
-    runner.reload_weights(weights_iterator=iter(weights))
-    if getattr(worker.model_config.hf_config, "tie_word_embeddings", False):
-        model = runner.get_model()
-        model.lm_head.weight = model.model.embed_tokens.weight
-        model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
+    reload(worker.model_runner, weights)
     logger.info("parity.e2e.openrlhf_cpu: reloaded %d tensors into the engine", len(weights))
     report_weights(worker.model_config.model, weights)

@@ -3,7 +3,7 @@
 `setup` runs at the start of every Ray worker (OpenRLHF's ``PPOTrainer``, ``PolicyModelActor``
 and ``RolloutRayActor``): it makes sure the import hook is in (the ``sitecustomize`` put it
 there already; `parity.e2e.openrlhf_cpu.imports`), applies the ``torch.cuda`` shim
-(`parity.e2e.openrlhf_cpu.patches.shim_torch_cuda`), then runs the recipe's own setup hook,
+(`parity.shared.cpu_torch.shim_torch_cuda`), then runs the recipe's own setup hook,
 named by the launch in `RECIPE_HOOK_ENV` (``recipes/train_openrlhf.py``'s
 ``ray_runtime_env``: xpgym's ``install_turn_rebn``), as the recipe's run would.
 """
@@ -24,7 +24,7 @@ def setup() -> None:
     from parity.e2e.openrlhf_cpu import imports
 
     imports.install()
-    from parity.e2e.openrlhf_cpu.patches import shim_torch_cuda
+    from parity.shared.cpu_torch import shim_torch_cuda
 
     shim_torch_cuda()
     hook = os.environ.get(RECIPE_HOOK_ENV)

@@ -14,14 +14,11 @@ weight loader (``AttributeError: 'Parameter' object has no attribute 'weight_loa
 
 **What it does instead** (`patch_weight_sync`): ``_update_weights`` only gathers each bucket
 (`BucketGather`, each tensor cloned out of the receiver's reused buffer), and once verl's
-receive loop has taken the last bucket (``is_last``), `reload` loads the whole sync in one
-call of vLLM's layer-wise ``model_runner.reload_weights`` (which rebuilds, loads and repacks
-each layer), then, for a model with tied word embeddings, ties ``lm_head`` to
-``embed_tokens`` again and repacks it: the reload unties them (limitation 2 in
-``vllm/model_executor/model_loader/reload/__init__.py``) and the repacked ``lm_head`` would
-keep the old weights. One reload per sync, not per bucket: the reload expects every weight of
-a layer (vLLM fuses q/k/v and gate/up into one parameter), and a bucket boundary can split
-them. LoRA syncs (``peft_config``) pass through to verl's own code (these runs train full
+receive loop has taken the last bucket (``is_last``), `parity.shared.vllm_weights.reload`
+loads the whole sync in one call of vLLM's layer-wise ``model_runner.reload_weights`` and
+re-ties a tied ``lm_head``. One reload per sync, not per bucket: the reload expects every
+weight of a layer (vLLM fuses q/k/v and gate/up into one parameter), and a bucket boundary
+can split them. LoRA syncs (``peft_config``) pass through to verl's own code (these runs train full
 weights). verl's own code runs everything else: the sender, the receiver, the bucketing and
 its post-load step.
 
@@ -56,6 +53,7 @@ from typing import Any
 import torch
 
 from parity.e2e.verl_cpu import REPORT_DIR_ENV
+from parity.shared.vllm_weights import reload
 
 __all__ = [
     "PATCHES",
@@ -66,7 +64,6 @@ __all__ = [
     "install",
     "patch_token_report",
     "patch_weight_sync",
-    "reload",
 ]
 
 logger = logging.getLogger(__name__)
@@ -102,22 +99,6 @@ class BucketGather:
         """Every tensor gathered so far, in arrival order; the gather is empty afterwards."""
         weights, self._weights = list(self._weights.items()), {}
         return weights
-
-
-def reload(model_runner: Any, weights: Sequence[tuple[str, torch.Tensor]]) -> None:
-    """Load the full `weights` of one sync into vLLM's model (see the module docstring).
-
-    Args:
-        model_runner: The vLLM worker's model runner (``reload_weights``, ``get_model``,
-            ``vllm_config``).
-        weights: Every (HF name, tensor) of the model, as the trainer sent them.
-    """
-    model_runner.reload_weights(weights_iterator=iter(weights))
-    hf_config = model_runner.vllm_config.model_config.hf_config
-    if getattr(hf_config, "tie_word_embeddings", False):
-        model = model_runner.get_model()
-        model.lm_head.weight = model.model.embed_tokens.weight
-        model.lm_head.quant_method.process_weights_after_loading(model.lm_head)
 
 
 class WeightReport:
