@@ -140,7 +140,8 @@ class _Recorder:
 
 
 class _ModelRunner:
-    """What verl's worker extension and `parity.shared.vllm_weights.reload` use of vLLM's model runner."""
+    """What verl's worker extension and `parity.shared.vllm_weights.reload` use of vLLM's
+    model runner."""
 
     def __init__(self) -> None:
         self.embed_tokens = torch.nn.Embedding(161, 128)
