@@ -1,5 +1,6 @@
 """The prepared GPU check: what one CUDA GPU can show with torch, transformers and what this
-repository ships (no vLLM, no Ray, no network), in about 8 minutes.
+repository ships (no vLLM, no Ray, no network), sized to fit 8 minutes (estimated; it has
+not run on a GPU yet).
 
     python -m parity.curves.gpu_check [--out results/gpu_check.json] [--parts demo layer3 trl_e2e]
 
