@@ -21,6 +21,7 @@ inside the interval the feedback so far allows: it measures directly whether the
 the feedback (binary search scores 1.0; a random guesser about half that: docs/demo.md).
 
     python recipes/train_torch.py [--time-budget-s 560] [--threads N] [--out-dir DIR]
+    python recipes/train_torch.py --device cuda      # on a GPU (parity.curves.gpu_check)
 
 ``--env`` takes the GuessTheNumber ids of `TRAINABLE_ENVS` (``-easy`` by default) and refuses
 others: the warm start, the metrics and the reference policies are GuessTheNumber's.
@@ -72,6 +73,7 @@ class Args:
     env: str = "game:GuessTheNumber-v0-easy"  # one of TRAINABLE_ENVS
     seed: int = 0
     threads: int = 0  # torch threads; 0: one per idle core (2 cores, one busy: 1), at most 4
+    device: str = "cpu"  # where the model trains and samples ("cuda" on a GPU)
     # model
     hidden_size: int = 128
     num_layers: int = 2
@@ -226,7 +228,7 @@ def build(args: Args) -> tuple[Any, Any, Any, Trainer]:
         num_layers=args.num_layers,
         num_heads=args.num_heads,
         seed=args.seed,
-    )
+    ).to(args.device)
     vec = xpgym.make_vec(args.env, args.num_envs)
     config = TrainerConfig(
         algorithm=args.algorithm,

@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from parity.curves.gpu_jobs import JOBS
 from parity.shared.curves import band, curve, inside_fraction, smooth
 from parity.shared.reports import pyplot, save_figure, write_json
 from xpgym.core.wrappers.episode_log import EPISODE_LOG_VARIABLE, read_episode_log
@@ -68,7 +69,9 @@ GPU_MODEL = "Qwen/Qwen2.5-0.5B-Instruct"
 GPU_ENVS = ("game:GuessTheNumber-v0", "rg:leg_counting-v0")
 """The envs of the GPU run: a multi-turn game and a single-turn ReasoningGym task."""
 
-TRAINERS = ("verl", "openrlhf", "oat", "rl2", "roll", "trl")
+TRAINERS = tuple(JOBS)
+"""Every trainer of the GPU run, in the workflow's order (`parity.curves.gpu_jobs.JOBS`: each
+one's Python and pinned stack)."""
 
 
 @dataclass(frozen=True)

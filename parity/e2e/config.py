@@ -29,6 +29,8 @@ class E2EConfig:
         rollout: The rollout engine, for a trainer whose harness offers a choice
             (`parity.e2e.runs.TrainerRun.rollouts`, e.g. verl's ``hf_cpu`` or ``vllm``);
             None: each trainer's default.
+        device: Where the trainer's model runs (``"cpu"``, or ``"cuda"`` for the runs that
+            support it: TRL's, `parity.curves.gpu_check`).
     """
 
     warm: WarmModelConfig = field(default_factory=WarmModelConfig)
@@ -42,3 +44,4 @@ class E2EConfig:
     seed: int = 0
     threads: int = 1
     rollout: str | None = None
+    device: str = "cpu"

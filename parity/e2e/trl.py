@@ -23,7 +23,8 @@ __all__ = ["run_trl"]
 
 
 def run_trl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
-    """TRL's own ``GRPOTrainer.train()`` for ``cfg.steps`` steps from the model in `warm_dir`."""
+    """TRL's own ``GRPOTrainer.train()`` for ``cfg.steps`` steps from the model in `warm_dir`,
+    on ``cfg.device`` (TRL's accelerator places the model; ``"cpu"`` sets ``use_cpu``)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
     from trl import GRPOConfig
@@ -70,7 +71,7 @@ def run_trl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     batch = cfg.tasks_per_step * cfg.group_size
     config = GRPOConfig(
         output_dir=str(out_dir / "trl_run"),
-        use_cpu=True,
+        use_cpu=cfg.device == "cpu",
         bf16=False,  # TRL defaults to bf16 autocast, which puts ~1e-3 between sampler and trainer
         per_device_train_batch_size=batch,
         num_generations=cfg.group_size,
@@ -100,7 +101,7 @@ def run_trl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     )
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
-    changed = [not torch.equal(start[n], p.detach()) for n, p in model.named_parameters()]
+    changed = [not torch.equal(start[n], p.detach().cpu()) for n, p in model.named_parameters()]
     step_s = [s["end"] - s["begin"] for s in steps if "end" in s]
     rollout_s = [r["rollout_s"] for r in rows[: len(step_s)]]
     return {
@@ -136,11 +137,11 @@ def _logprob_gap(model: Any, output: dict[str, Any]) -> float:
                 output["env_mask"],
                 strict=True,
             ):
-                ids = torch.tensor([list(prompt) + list(completion)])
+                ids = torch.tensor([list(prompt) + list(completion)], device=model.device)
                 logits = model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
                 scored = torch.log_softmax(logits, -1).gather(-1, ids[0, len(prompt) :, None])
                 on_policy = torch.tensor(mask, dtype=torch.bool)
-                diff = (scored[:, 0] - torch.tensor(sampled, dtype=torch.float32)).abs()
+                diff = (scored[:, 0].cpu() - torch.tensor(sampled, dtype=torch.float32)).abs()
                 if on_policy.any():
                     gap = max(gap, float(diff[on_policy].max()))
     finally:

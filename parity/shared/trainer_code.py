@@ -1,7 +1,8 @@
 """Running a trainer's own code here: its installed version (`package_version`), empty
 stand-ins for the GPU-only modules its packages import at the top (`stand_ins`), and the error
-that says it cannot run here (`NotRunnableError`). Layers 1 and 3 use them, and the adapter
-and recipe tests that import a trainer's code.
+that says it cannot run here (`NotRunnableError`); whether a ROLL checkout imports
+(`roll_importable`, ROLL being git-only). Layers 1 and 3 use them, the end-to-end runs, and
+the adapter and recipe tests that import a trainer's code.
 
 OpenRLHF's experience maker imports ``flash_attn``, ``deepspeed`` and ``vllm``; RL2's
 algorithms import ``wandb`` (for logging). None of the code the parity check calls uses
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.machinery
+import importlib.util
 import sys
 import types
 from collections.abc import Iterator, Sequence
@@ -25,7 +27,28 @@ from contextlib import contextmanager
 from importlib import metadata
 from typing import Any
 
-__all__ = ["NotRunnableError", "package_version", "stand_ins"]
+__all__ = [
+    "ROLL_NOT_IMPORTABLE",
+    "NotRunnableError",
+    "package_version",
+    "roll_importable",
+    "stand_ins",
+]
+
+ROLL_NOT_IMPORTABLE = (
+    "ROLL is git-only: put a checkout on PYTHONPATH (git clone https://github.com/alibaba/ROLL "
+    "<dir>; PYTHONPATH=<dir> python -m parity.update)"
+)
+"""What `NotRunnableError` says where `roll_importable` is False."""
+
+
+def roll_importable() -> bool:
+    """Whether ROLL's agentic package imports here (a checkout on ``PYTHONPATH``); PyPI's
+    unrelated ``roll`` does not count."""
+    try:
+        return importlib.util.find_spec("roll.pipeline.agentic") is not None
+    except ModuleNotFoundError:
+        return False
 
 
 class NotRunnableError(Exception):

@@ -1,6 +1,7 @@
 r"""Layer 3 of the parity suite: each trainer's own update code on the same batch.
 
     python -m parity.update [--trainers verl trl ...] [--steps K] [--write-docs]
+    python -m parity.update --device cuda    # the reference and TRL on a GPU (CUDA_RUNNERS)
 
 1. **Episodes** (`build_episodes`): 8 episodes of ``game:GuessTheNumber-v0-easy`` sampled
    once from the warm tiny model (`parity.shared.warm_model.warm_model_dir`) with token ids
@@ -27,8 +28,9 @@ Classification (`classify_run`), over all K steps:
 * **mismatch**: neither (exit 1; CI fails);
 * **not runnable: why**.
 
-Rows go to the ``layer3`` key of ``parity/report.json`` (next to layer 1's keys) and, with
-``--write-docs``, into docs/parity.md. ``--plant mask|sign|lr`` runs every trainer on a
+Rows of a CPU run go to the ``layer3`` key of ``parity/report.json`` (next to layer 1's keys)
+and, with ``--write-docs``, into docs/parity.md; a ``--device cuda`` run only prints its table
+(`parity.curves.gpu_check` keeps its numbers). ``--plant mask|sign|lr`` runs every trainer on a
 planted bug (`plant`) against the clean reference: each must come out ``mismatch``.
 """
 
@@ -51,6 +53,7 @@ from parity.update.job import StepResult, TrainerRun, UpdateHParams, UpdateJob
 from xpgym.core.trajectory import Episode
 
 __all__ = [
+    "CUDA_RUNNERS",
     "DOCS_PATH",
     "PLANTS",
     "SEMANTICS",
@@ -73,6 +76,11 @@ logger = logging.getLogger(__name__)
 
 TRAINERS: tuple[str, ...] = ("verl", "openrlhf", "rl2", "oat", "trl", "roll")
 """Runner modules ``parity.update.<name>``, in table order."""
+
+CUDA_RUNNERS: tuple[str, ...] = ("trl",)
+"""Runners that take ``UpdateJob.device="cuda"`` (TRL places the model with its accelerator);
+the others build CPU tensors and stand in for ``torch.cuda`` (each module's docstring), so
+on another device they are reported not runnable."""
 
 ENV = "game:GuessTheNumber-v0-easy"
 DOCS_PATH = reports.DOCS_DIR / "parity.md"
@@ -435,6 +443,7 @@ def run(
     hparams: UpdateHParams | None = None,
     model_dir: Path | None = None,
     bug: str | None = None,
+    device: str = "cpu",
 ) -> dict[str, Any]:
     """Run layer 3 for `trainers`; return the ``layer3`` report.
 
@@ -445,9 +454,12 @@ def run(
         model_dir: The warm model (default `parity.shared.warm_model.warm_model_dir` of the CI
             config).
         bug: A planted bug (`plant`) given to every trainer; the reference stays clean.
+        device: Where the reference and the runners of `CUDA_RUNNERS` train (the episodes
+            are sampled on CPU); a runner not in `CUDA_RUNNERS` is not runnable on another
+            device than ``"cpu"``.
 
     Returns:
-        ``{"env", "episodes", "steps", "hparams", "tolerances", "planted", "trainers":
+        ``{"env", "episodes", "steps", "hparams", "tolerances", "planted", "device", "trainers":
         {name: {status, detail, semantics, stand_ins, notes, seconds, steps: [...]}},
         "summary", "seconds"}``.
     """
@@ -461,7 +473,9 @@ def run(
     model_dir = model_dir or warm_model_dir(WarmModelConfig())
     hparams = hparams or UpdateHParams()
     episodes = build_episodes(model_dir, seed=hparams.seed)
-    job = UpdateJob(model_dir=model_dir, episodes=episodes, steps=steps, hparams=hparams)
+    job = UpdateJob(
+        model_dir=model_dir, episodes=episodes, steps=steps, hparams=hparams, device=device
+    )
     start = snapshot(load_model(job))
     references: dict[Semantics, TrainerRun] = {}
     report: dict[str, Any] = {
@@ -472,12 +486,15 @@ def run(
         "hparams": hparams.__dict__,
         "tolerances": TOLERANCES.__dict__,
         "planted": bug,
+        "device": device,
         "trainers": {},
     }
     for name in trainers:
         begin = time.perf_counter()
         row: dict[str, Any] = {}
         try:
+            if device != "cpu" and name not in CUDA_RUNNERS:
+                raise NotRunnableError(f"its runner runs on CPU only, not on {device}")
             runner, semantics = _runner(name)
             row["semantics"] = {
                 key: getattr(value, "__name__", value) for key, value in semantics.__dict__.items()
@@ -553,6 +570,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--trainers", nargs="+", choices=TRAINERS, default=list(TRAINERS))
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--plant", choices=PLANTS, help="run every trainer on a planted bug")
+    parser.add_argument(
+        "--device", default="cpu", help=f"cpu, or cuda for {', '.join(CUDA_RUNNERS)}"
+    )
     parser.add_argument("--report", type=Path, default=reports.REPORT_PATH)
     parser.add_argument(
         "--write-docs", action="store_true", help=f"rewrite the layer-3 table in {DOCS_PATH}"
@@ -560,12 +580,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.steps < 1:
         parser.error(f"--steps must be at least 1, got {args.steps}")
-    if args.write_docs and (args.plant or args.trainers != list(TRAINERS)):
-        parser.error("--write-docs needs the whole clean run: drop --trainers and --plant")
-    report = run(args.trainers, steps=args.steps, bug=args.plant)
+    if args.write_docs and (args.plant or args.trainers != list(TRAINERS) or args.device != "cpu"):
+        parser.error(
+            "--write-docs needs the whole clean CPU run: drop --trainers, --plant, --device"
+        )
+    report = run(args.trainers, steps=args.steps, bug=args.plant, device=args.device)
     table = markdown_table(report)
     sys.stdout.write(table)
-    if not args.plant:
+    if not args.plant and args.device == "cpu":
         reports.merge_into_report(args.report, {"layer3": report})
     if args.write_docs:
         text = DOCS_PATH.read_text(encoding="utf-8")

@@ -28,16 +28,16 @@ def free_port() -> int:
 
 
 def load_model(job: UpdateJob, attn_implementation: str = "eager") -> Any:
-    """The warm model of `job` in float32, in eval mode (dropout off: the trainers' and the
-    reference's forward passes are the same function of the weights), torch seeded with
-    ``job.hparams.seed``."""
+    """The warm model of `job` in float32 on ``job.device``, in eval mode (dropout off: the
+    trainers' and the reference's forward passes are the same function of the weights),
+    torch seeded with ``job.hparams.seed``."""
     from transformers import AutoModelForCausalLM
 
     torch.manual_seed(job.hparams.seed)
     model = AutoModelForCausalLM.from_pretrained(
         job.model_dir, dtype=torch.float32, attn_implementation=attn_implementation
     )
-    return model.eval()
+    return model.to(job.device).eval()
 
 
 def adamw(

@@ -59,13 +59,15 @@ class UpdateJob:
     the policy's token ids and its per-token sampling log-probs, so the first step's importance
     ratio is 1 wherever the trainer recomputes the same log-probs. Every step reuses the same
     batch (the episodes do not change between steps), which makes step 2..K test the clipped
-    ratio path.
+    ratio path. `device` is where the model runs (``"cpu"``; ``"cuda"`` for the runners in
+    `parity.update.CUDA_RUNNERS`, `parity.curves.gpu_check`).
     """
 
     model_dir: Path
     episodes: Sequence[Episode]
     steps: int = 3
     hparams: UpdateHParams = field(default_factory=UpdateHParams)
+    device: str = "cpu"
 
 
 @dataclass

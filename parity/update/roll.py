@@ -33,7 +33,6 @@ run does not use.
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import logging
 import os
 import tempfile
@@ -42,18 +41,18 @@ from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
-from parity.shared.trainer_code import NotRunnableError, stand_ins
+from parity.shared.trainer_code import (
+    ROLL_NOT_IMPORTABLE,
+    NotRunnableError,
+    roll_importable,
+    stand_ins,
+)
 from parity.update._common import snapshot
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 
 __all__ = ["STAND_INS", "run"]
 
 logger = logging.getLogger(__name__)
-
-NOT_IMPORTABLE = (
-    "ROLL is git-only: put a checkout on PYTHONPATH (git clone https://github.com/alibaba/ROLL "
-    "<dir>; PYTHONPATH=<dir> python -m parity.update)"
-)
 
 STAND_INS = (
     "more_itertools",
@@ -89,13 +88,6 @@ _RECIPE_KEYS = (
 runner uses; the optimisation settings come from the job."""
 
 
-def _roll_importable() -> bool:
-    try:
-        return importlib.util.find_spec("roll.pipeline.agentic") is not None
-    except ModuleNotFoundError:  # no ``roll``, or PyPI's unrelated ``roll``
-        return False
-
-
 def _pipeline_config(agentic_config: type, **settings: Any) -> SimpleNamespace:
     """``AgenticConfig``'s field defaults, with `settings` on top."""
     values = {}
@@ -114,11 +106,11 @@ def run(job: UpdateJob) -> TrainerRun:
     """`UpdateJob.steps` ROLL actor updates on the job's episodes (one row per episode).
 
     Raises:
-        NotRunnableError: ROLL does not import here (`NOT_IMPORTABLE`), or the job asks for
+        NotRunnableError: ROLL does not import here (`ROLL_NOT_IMPORTABLE`), or the job asks for
             a KL or entropy term (this runner has no reference model).
     """
-    if not _roll_importable():
-        raise NotRunnableError(NOT_IMPORTABLE)
+    if not roll_importable():
+        raise NotRunnableError(ROLL_NOT_IMPORTABLE)
     hp = job.hparams
     if hp.kl_coef or hp.entropy_coef:
         raise NotRunnableError("this runner has no reference model and no entropy term")

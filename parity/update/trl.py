@@ -63,7 +63,7 @@ def run(job: UpdateJob) -> TrainerRun:
     with tempfile.TemporaryDirectory() as out_dir:
         config = GRPOConfig(
             output_dir=out_dir,
-            use_cpu=True,
+            use_cpu=job.device == "cpu",
             bf16=False,
             per_device_train_batch_size=hp.micro_batch_size,
             gradient_accumulation_steps=len(episodes) // hp.micro_batch_size,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from parity.shared.trainer_code import NotRunnableError
+from parity.shared.trainer_code import NotRunnableError, roll_importable
 from parity.update.job import TrainerRun, UpdateJob
 from xpgym.core.trajectory import Episode
 
@@ -123,7 +123,7 @@ def test_oat_check_sees_misplaced_sampler_logprobs(
 def test_roll_says_how_to_run_it_when_roll_is_missing() -> None:
     from parity.update import roll
 
-    if roll._roll_importable():
+    if roll_importable():
         pytest.skip("ROLL imports here; test_roll_loss_func_trains_on_xpgym_rows runs it")
     with pytest.raises(NotRunnableError, match="ROLL is git-only: put a checkout on PYTHONPATH"):
         roll.run(UpdateJob(model_dir=Path("unused"), episodes=[], steps=2))
@@ -133,7 +133,7 @@ def test_roll_says_how_to_run_it_when_roll_is_missing() -> None:
 def test_roll_loss_func_trains_on_xpgym_rows(warm_model: Path, episodes: list[Episode]) -> None:
     from parity.update import roll
 
-    if not roll._roll_importable():
+    if not roll_importable():
         pytest.skip("needs a ROLL checkout on PYTHONPATH (ROLL is git-only)")
     run = roll.run(UpdateJob(model_dir=warm_model, episodes=episodes, steps=2))
     _changed(run, warm_model)

@@ -46,9 +46,13 @@ def _recipe_references(path: Path) -> list[str]:
     return found
 
 
-RECIPE_LAUNCHERS = {"parity/curves/gpu.py": ["recipes/train_"]}
+RECIPE_LAUNCHERS = {
+    "parity/curves/gpu.py": ["recipes/train_"],
+    "parity/curves/gpu_check.py": ["recipes"],
+}
 """Modules that run recipes as programs (never import them): the GPU parity run launches
-each trainer's recipe in its own process, which is what it exists for."""
+each trainer's recipe in its own process, which is what it exists for; the GPU check runs
+the CPU demo (``recipes/train_torch.py --device cuda``) the same way."""
 
 
 def test_no_library_or_parity_module_loads_a_recipe() -> None:

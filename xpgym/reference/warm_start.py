@@ -113,12 +113,13 @@ def pretrain(
     """
     collector = RolloutCollector(vec_env, policy)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    device = next(model.parameters()).device
     losses = []
     for step in range(steps):
         episodes = collector.collect(episodes_per_step, seed=PRETRAIN_SEED + step)
         rows = episode_rows(episodes).pad(pad_token_id=tokenizer.pad_token_id)
-        input_ids = torch.as_tensor(rows.input_ids)
-        attention_mask = torch.as_tensor(rows.attention_mask)
+        input_ids = torch.as_tensor(rows.input_ids, device=device)
+        attention_mask = torch.as_tensor(rows.attention_mask, device=device)
         mask = attention_mask.float()
         mask[:, 0] = 0.0  # right padding: column 0 is each row's first token, unpredicted
         logp = token_logprobs(model, input_ids, attention_mask)
