@@ -184,11 +184,17 @@ class ProcessVectorEnv(HostedVectorEnv):
         by_worker: dict[int, list[int]] = {}
         for position, task in enumerate(tasks):
             by_worker.setdefault(self._worker_of[task[0]], []).append(position)
+        sent: dict[int, list[int]] = {}
         for w, positions in by_worker.items():
             payload = [self._host_payload(command, tasks[p]) for p in positions]
-            self._workers[w].conn.send((command, payload))
+            try:
+                self._workers[w].conn.send((command, payload))
+            except OSError:  # it died since its last reply (BrokenPipeError, reset)
+                self._replace_worker(w)
+            else:
+                sent[w] = positions
         replies: list[tuple[str, Any] | None] = [None] * len(tasks)
-        for w, positions in by_worker.items():
+        for w, positions in sent.items():
             timeout = None
             if self.step_timeout is not None:
                 timeout = self.step_timeout * len(positions) + _GRACE_SECONDS
