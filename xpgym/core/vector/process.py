@@ -11,8 +11,9 @@ Timeouts (``step_timeout``): inside the worker, a step that overruns is reported
 truncated with ``info["error"]``, and only that sub-env is rebuilt; with one thread per
 worker (the default with a timeout) the step is interrupted by a ``SIGALRM`` timer, with
 several it is left to a thread the worker abandons. If a worker stops answering
-altogether (a hang in C code, a crash), the parent kills it, starts a new one, and reports
-every sub-env it hosted and had not finished as truncated with ``info["error"]``.
+altogether (a hang in C code, a crash), or is found dead when a batch is sent to it (it died
+between two steps), the parent kills it, starts a new one, and reports every sub-env it
+hosted and had not finished as truncated with ``info["error"]``.
 
 Env factories and wrappers must pickle (module-level functions, classes, or
 `functools.partial` of them), as for any ``multiprocessing`` program; and a script that
