@@ -9,6 +9,7 @@ fails, so a failing case leaves nothing behind either.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing.resource_tracker
 import threading
 from collections.abc import Iterator
@@ -43,10 +44,11 @@ def no_orphans() -> Iterator[None]:
 
     yield
     wait_until(lambda: not started())
-    left = started()
-    for child in left:
-        child.kill()
-    assert not left, f"processes left behind: {[(c.pid, c.name(), c.status()) for c in left]}"
+    left = [child.as_dict(["pid", "name", "status", "cmdline"]) for child in started()]
+    for child in started():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            child.kill()
+    assert not left, f"processes left behind: {left}"
 
 
 @pytest.fixture
