@@ -17,9 +17,11 @@ call, get_attr  it raises `SubEnvError` (index 0); `HIT` lost their episodes: tr
 close           `close` returns; nothing is left running
 ==============  ==========================================================================
 
-A stopped worker is found by the parent's deadline (``step_timeout`` per task + 5 s) and
-killed; the parent cannot tell it from a dead one, so its sub-envs are reported with
-``"sub_env_crash"``. Every case ends with no child process left (`no_orphans`).
+A killed worker's sub-envs are reported with ``"sub_env_crash"``. A stopped worker is found
+by the parent's deadline (``step_timeout`` per task + 5 s), killed and replaced; its sub-envs
+ran past their step timeout, so they are reported with ``"sub_env_timeout"`` (they were
+``"sub_env_crash"`` before the parent told a missed deadline from a death). Every case ends
+with no child process left (`no_orphans`).
 """
 
 from __future__ import annotations
@@ -55,13 +57,15 @@ def make_vec(marker_dir: Path, at: str, sig: int) -> ProcessVectorEnv:
     return ProcessVectorEnv(fns, num_workers=2, step_timeout=step_timeout)
 
 
-def assert_hit_and_spared(batch: tuple, turn: int) -> None:
-    """`HIT` truncated with an infra marker of a crashed sub-env, `SPARED` at `turn`."""
+def assert_hit_and_spared(batch: tuple, turn: int, sig: int) -> None:
+    """`HIT` truncated with the infra marker of a crashed (killed) or timed-out (stopped)
+    sub-env, `SPARED` at `turn`."""
     _, _, terminated, truncated, infos = batch
+    kind = "sub_env_timeout" if sig == signal.SIGSTOP else "sub_env_crash"
     for i in HIT:
         assert truncated[i], infos[i]
         assert not terminated[i]
-        assert infra_kind(infos[i]) == "sub_env_crash", infos[i]
+        assert infra_kind(infos[i]) == kind, infos[i]
     for i in SPARED:
         assert not truncated[i], infos[i]
         assert infra_kind(infos[i]) is None
@@ -109,7 +113,7 @@ def fault_in_step(marker_dir: Path, sig: int) -> None:
     with make_vec(marker_dir, "step", sig) as vec:
         vec.reset(seed=0)
         signaller = signal_when(marker_dir, "step", sig)
-        assert_hit_and_spared(vec.step(["x"] * 4), turn=1)
+        assert_hit_and_spared(vec.step(["x"] * 4), turn=1, sig=sig)
         signaller.result()
         assert_recovers(vec, spared_turn=2)
 
@@ -119,7 +123,7 @@ def fault_between_steps(marker_dir: Path, sig: int) -> None:
         vec.reset(seed=0)
         vec.step(["x"] * 4)
         os.kill(built_pid(marker_dir, "0"), sig)
-        assert_hit_and_spared(vec.step(["x"] * 4), turn=2)
+        assert_hit_and_spared(vec.step(["x"] * 4), turn=2, sig=sig)
         assert_recovers(vec, spared_turn=3)
 
 
@@ -133,7 +137,7 @@ def fault_in_query(moment: str, query: Callable[[ProcessVectorEnv], object]) -> 
                 query(vec)
             signaller.result()
             assert raised.value.index == 0
-            assert_hit_and_spared(vec.step(["x"] * 4), turn=2)
+            assert_hit_and_spared(vec.step(["x"] * 4), turn=2, sig=sig)
             assert_recovers(vec, spared_turn=3)
 
     return case

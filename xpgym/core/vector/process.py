@@ -178,10 +178,19 @@ class ProcessVectorEnv(HostedVectorEnv):
         except (EOFError, OSError):
             return None
 
+    @staticmethod
+    def _answers_within(worker: _Worker, timeout: float) -> bool:
+        """Whether `worker` replies (or is found dead: EOF) within `timeout` seconds."""
+        try:
+            return worker.conn.poll(timeout)
+        except (EOFError, OSError):
+            return True  # dead: `_receive` reports it
+
     def _dispatch(self, command: str, tasks: list[tuple]) -> list[tuple[str, Any] | None]:
         """Send each task (whose first item is a sub-env index) to its worker; gather
-        replies in task order. `None` marks a task whose worker died or hung; that worker
-        is replaced by a fresh one (with freshly built sub-envs)."""
+        replies in task order. `None` marks a task whose worker died, `overdue` one whose
+        worker missed its deadline; that worker is replaced by a fresh one (with freshly
+        built sub-envs)."""
         by_worker: dict[int, list[int]] = {}
         for position, task in enumerate(tasks):
             by_worker.setdefault(self._worker_of[task[0]], []).append(position)
@@ -196,10 +205,14 @@ class ProcessVectorEnv(HostedVectorEnv):
                 sent[w] = positions
         replies: list[tuple[str, Any] | None] = [None] * len(tasks)
         for w, positions in sent.items():
-            timeout = None
             if self.step_timeout is not None:
-                timeout = self.step_timeout * len(positions) + _GRACE_SECONDS
-            reply = self._receive(self._workers[w], timeout)
+                deadline_s = self.step_timeout * len(positions) + _GRACE_SECONDS
+                if not self._answers_within(self._workers[w], deadline_s):
+                    self._replace_worker(w)
+                    for p in positions:
+                        replies[p] = self._overdue(deadline_s)
+                    continue
+            reply = self._receive(self._workers[w], None)
             if reply is None:
                 self._replace_worker(w)
                 continue
