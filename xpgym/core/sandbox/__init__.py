@@ -47,8 +47,9 @@ Lifecycle and threads: a `Sandbox` is thread-safe; calls from many threads run c
 The zygote is started by the constructor (so a missing bubblewrap is reported at once, as
 `SandboxUnavailableError`). If the zygote dies, calls in flight return
 ``exit_reason="killed"`` with a note on stderr, and the next call starts a new one (a call
-that had not started yet is retried once). After ``os.fork`` of the host, the child starts
-its own zygote on first use.
+that had not started yet is retried once). A zygote that stops answering is treated as dead
+once a call has waited its ``wall_timeout_s`` plus 2 s for the zygote to build it. After
+``os.fork`` of the host, the child starts its own zygote on first use.
 
 Requirements: Linux >= 5.3 with unprivileged user namespaces (nested ones too), on x86_64,
 aarch64, riscv64 or ppc64 (the raw ``clone``), bubblewrap >= 0.5, Python >= 3.10. Modules

@@ -478,30 +478,38 @@ class _Zygote:
         with contextlib.suppress(Exception):
             self.proc.wait(timeout=5)
 
-    def take_call(self) -> tuple[socket.socket, bool]:
+    def take_call(self, wait_s: float) -> tuple[socket.socket, bool]:
         """A pre-built call's dispatch socket, and whether its replacement is still owed.
 
         A call taken from the pool is replaced after it ran (`request_call`), so that the
         zygote builds while no call of ours runs; when the pool is empty, the replacement is
-        asked for at once and this waits for it.
+        asked for at once and this waits for it, at most `wait_s` seconds (a zygote that
+        does not build one by then is stuck: stopped, or hung).
 
         Raises:
-            _CallLostError: the zygote is gone or does not answer.
+            _CallLostError: the zygote is gone or does not answer within `wait_s`.
             SandboxError: the zygote cannot build calls.
         """
         flags = socket.MSG_CMSG_CLOEXEC
         owed = True
-        try:  # a non-blocking socket object on the same socket: never waits
-            message, fds, _, _ = socket.recv_fds(self._nowait, 4096, 1, flags)
-        except BlockingIOError:  # the pool is empty: ask now, then wait
-            self.request_call()
-            owed = False
+        deadline = time.monotonic() + wait_s
+        while True:  # the non-blocking socket object never waits; select does, boundedly
             try:
-                message, fds, _, _ = socket.recv_fds(self.sock, 4096, 1, flags)
+                message, fds, _, _ = socket.recv_fds(self._nowait, 4096, 1, flags)
+                break
+            except BlockingIOError:  # the pool is empty: ask now (once), then wait
+                if owed:
+                    self.request_call()
+                    owed = False
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    message, fds = b"", []
+                    break
+                with contextlib.suppress(OSError):
+                    select.select([self._nowait], [], [], remaining)
             except OSError:
                 message, fds = b"", []
-        except OSError:
-            message, fds = b"", []
+                break
         if not message:
             self._dead = True
             raise _CallLostError(started=False)
@@ -532,7 +540,7 @@ class _Zygote:
         owed = 0
         try:
             for _ in range(3):  # a built call that died is skipped; the next one is fine
-                dispatch, replace_later = self.take_call()
+                dispatch, replace_later = self.take_call(limits.wall_timeout_s + _GRACE_S)
                 owed += replace_later
                 try:
                     socket.send_fds(dispatch, [b"c"], remote)

@@ -17,10 +17,11 @@ Two halves:
   parent, whatever the threads.
 * `HostedVectorEnv` is the parent's side: it turns the hosts' replies into the `VectorEnv`
   hooks. A backend implements `_dispatch` (send tasks to their hosts, return one reply per
-  task, or `None` for a task whose host died or missed its deadline and was replaced).
-  Sub-envs of a replaced host lost their episodes: the ones in the batch are reported as
-  truncated with ``info["error"]`` right away, the others at their next step, and the step
-  after that resets them (a reset clears the loss).
+  task: `None` for a task whose host died, `overdue` for one whose host missed its deadline;
+  either host is replaced). Sub-envs of a replaced host lost their episodes: the ones in the
+  batch are reported as truncated with ``info["error"]`` right away (a ``TimeoutError``, so
+  ``"sub_env_timeout"``, for a host that missed its deadline; else ``"sub_env_crash"``), the
+  others at their next step, and the step after that resets them (a reset clears the loss).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from xpgym.core.vector.pool import TIMED_OUT, Failed, WorkSharingPool
 __all__ = ["HostedVectorEnv", "Reply", "SubEnvHost"]
 
 Reply = tuple[str, Any]
-"""``("ok", result)`` or ``("error", text)``: a host's answer to one task."""
+"""``("ok", result)`` or ``("error", text)``: a host's answer to one task; or, from the
+parent's `HostedVectorEnv._overdue`, ``("overdue", text)``: its host missed its deadline."""
 
 
 class _StepTimeoutError(TimeoutError):
@@ -177,7 +179,8 @@ class HostedVectorEnv(VectorEnv):
 
     def _dispatch(self, command: str, tasks: list[tuple]) -> list[Reply | None]:
         """Send each task (its first item is a sub-env index) to its host; replies in task
-        order, `None` for a task whose host died or hung (and was replaced)."""
+        order: `None` for a task whose host died, `overdue` for one whose host did not answer
+        within its deadline (either host was replaced)."""
         raise NotImplementedError
 
     def _host_threads(self, name: str, given: int | None, most_hosted: int) -> int:
@@ -198,6 +201,10 @@ class HostedVectorEnv(VectorEnv):
     def _host_payload(command: str, task: tuple) -> tuple:
         """A task as `SubEnvHost.run` takes it."""
         return task if command in ("step", "reset") else (task[0], task[1:])
+
+    def _overdue(self, deadline_s: float) -> Reply:
+        """The reply `_dispatch` gives for a task whose host missed its deadline."""
+        return ("overdue", f"its {self.host_kind} died or hung (no answer in {deadline_s:g} s)")
 
     def _failure(self, reply: Reply | None) -> str:
         return f"its {self.host_kind} died or hung" if reply is None else reply[1]
@@ -223,7 +230,10 @@ class HostedVectorEnv(VectorEnv):
         for i, _ in tasks:
             reply = replies.get(i)
             if reply is None or reply[0] != "ok":
-                info = error_info(RuntimeError(f"sub-env {i}: {self._failure(reply)}"))
+                failed = (
+                    TimeoutError if reply is not None and reply[0] == "overdue" else RuntimeError
+                )
+                info = error_info(failed(f"sub-env {i}: {self._failure(reply)}"))
                 results.append((self._observations[i], 0.0, False, True, info))
             else:
                 results.append(reply[1])

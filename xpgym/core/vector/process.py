@@ -11,8 +11,9 @@ Timeouts (``step_timeout``): inside the worker, a step that overruns is reported
 truncated with ``info["error"]``, and only that sub-env is rebuilt; with one thread per
 worker (the default with a timeout) the step is interrupted by a ``SIGALRM`` timer, with
 several it is left to a thread the worker abandons. If a worker stops answering
-altogether (a hang in C code, a crash), the parent kills it, starts a new one, and reports
-every sub-env it hosted and had not finished as truncated with ``info["error"]``.
+altogether (a hang in C code, a crash), or is found dead when a batch is sent to it (it died
+between two steps), the parent kills it, starts a new one, and reports every sub-env it
+hosted and had not finished as truncated with ``info["error"]``.
 
 Env factories and wrappers must pickle (module-level functions, classes, or
 `functools.partial` of them), as for any ``multiprocessing`` program; and a script that
@@ -177,22 +178,41 @@ class ProcessVectorEnv(HostedVectorEnv):
         except (EOFError, OSError):
             return None
 
+    @staticmethod
+    def _answers_within(worker: _Worker, timeout: float) -> bool:
+        """Whether `worker` replies (or is found dead: EOF) within `timeout` seconds."""
+        try:
+            return worker.conn.poll(timeout)
+        except (EOFError, OSError):
+            return True  # dead: `_receive` reports it
+
     def _dispatch(self, command: str, tasks: list[tuple]) -> list[tuple[str, Any] | None]:
         """Send each task (whose first item is a sub-env index) to its worker; gather
-        replies in task order. `None` marks a task whose worker died or hung; that worker
-        is replaced by a fresh one (with freshly built sub-envs)."""
+        replies in task order. `None` marks a task whose worker died, `overdue` one whose
+        worker missed its deadline; that worker is replaced by a fresh one (with freshly
+        built sub-envs)."""
         by_worker: dict[int, list[int]] = {}
         for position, task in enumerate(tasks):
             by_worker.setdefault(self._worker_of[task[0]], []).append(position)
+        sent: dict[int, list[int]] = {}
         for w, positions in by_worker.items():
             payload = [self._host_payload(command, tasks[p]) for p in positions]
-            self._workers[w].conn.send((command, payload))
+            try:
+                self._workers[w].conn.send((command, payload))
+            except OSError:  # it died since its last reply (BrokenPipeError, reset)
+                self._replace_worker(w)
+            else:
+                sent[w] = positions
         replies: list[tuple[str, Any] | None] = [None] * len(tasks)
-        for w, positions in by_worker.items():
-            timeout = None
+        for w, positions in sent.items():
             if self.step_timeout is not None:
-                timeout = self.step_timeout * len(positions) + _GRACE_SECONDS
-            reply = self._receive(self._workers[w], timeout)
+                deadline_s = self.step_timeout * len(positions) + _GRACE_SECONDS
+                if not self._answers_within(self._workers[w], deadline_s):
+                    self._replace_worker(w)
+                    for p in positions:
+                        replies[p] = self._overdue(deadline_s)
+                    continue
+            reply = self._receive(self._workers[w], None)
             if reply is None:
                 self._replace_worker(w)
                 continue

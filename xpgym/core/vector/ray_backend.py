@@ -197,20 +197,23 @@ class RayVectorEnv(HostedVectorEnv):
 
     def _dispatch(self, command: str, tasks: list[tuple]) -> list[tuple[str, Any] | None]:
         """Send each task (whose first item is a sub-env index) to its actor; gather replies
-        in task order. `None` marks a task whose actor died or overran its deadline; that
-        actor is replaced by a fresh one (sub-envs built, not reset)."""
+        in task order. `None` marks a task whose actor died, `overdue` one whose actor
+        overran its deadline; that actor is replaced by a fresh one (sub-envs built, not
+        reset)."""
         ray = self._ray
         by_actor: dict[int, list[int]] = {}
         for position, task in enumerate(tasks):
             by_actor.setdefault(self._actor_of[task[0]], []).append(position)
         pending: dict[Any, int] = {}
         deadlines: dict[int, float] = {}
+        budgets: dict[int, float] = {}  # seconds each actor gets for its tasks
         now = time.monotonic()
         for a, positions in by_actor.items():
             payload = [self._host_payload(command, tasks[p]) for p in positions]
             pending[self._actors[a].run.remote(command, payload)] = a
             if self.step_timeout is not None:
-                deadlines[a] = now + self.step_timeout * len(positions) + self.kill_grace
+                budgets[a] = self.step_timeout * len(positions) + self.kill_grace
+                deadlines[a] = now + budgets[a]
         replies: list[tuple[str, Any] | None] = [None] * len(tasks)
         while pending:
             timeout = None
@@ -243,6 +246,8 @@ class RayVectorEnv(HostedVectorEnv):
                         self.kill_grace,
                     )
                     self._replace_actor(a)
+                    for p in by_actor[a]:
+                        replies[p] = self._overdue(budgets[a])
         return replies
 
     def _replace_actor(self, a: int) -> None:

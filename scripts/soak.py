@@ -1,0 +1,239 @@
+"""Soak run: xpgym's processes and connections under load and random faults, for leaks.
+
+For ``--duration-s`` seconds (default 600) it repeats one round of work, each round through
+freshly built objects so that their construction and close are soaked too:
+
+* a ``"process"`` vector env (2 workers, 4 sub-envs) and a ``"thread"`` one stepping
+  ``game:GuessTheNumber-v0`` with random actions; with probability ``--fault-rate`` a worker
+  process of the process env is SIGKILLed between two steps (the next step replaces it);
+* sandboxed Python calls on one long-lived `Sandbox` (skipped, and said so in the report,
+  where the sandbox cannot run); with probability ``--fault-rate`` its bubblewrap process is
+  SIGKILLed between two calls (the next call starts a new zygote);
+* a `RemoteEnv` episode against an env server in this process.
+
+The first round injects every fault; later ones each with probability ``--fault-rate``.
+
+Every ``--sample-every-s`` seconds (default 60) it samples this process's open file
+descriptors, threads, child processes (all descendants, zombies included), resident memory,
+and the bytes under the run's private temp dir (``TMPDIR`` for this process and every child).
+It then fits a line to each quantity over the second half of the run (least squares, per
+minute) and fails if a slope is above that quantity's tolerance (`TOLERANCE_PER_MIN`) and the
+fitted rise over that half above its jitter (`JITTER`): a steady state stays flat; a leak
+grows without bound. A one-minute run can only catch fast leaks (its half is 30 s).
+
+Prints a JSON report (samples, slopes, verdict) and writes it to ``--output`` if given; exits
+1 if something grew. Usage::
+
+    .venv/bin/python scripts/soak.py                            # 10 minutes
+    .venv/bin/python scripts/soak.py --duration-s 60 --sample-every-s 10   # the CI version
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing.resource_tracker
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+METRICS = ("fds", "threads", "children", "rss_mb", "tmp_mb")
+TOLERANCE_PER_MIN = {"fds": 1.0, "threads": 1.0, "children": 0.5, "rss_mb": 4.0, "tmp_mb": 0.5}
+"""Largest slope (units per minute, over the second half) that counts as flat."""
+JITTER = {"fds": 4.0, "threads": 2.0, "children": 2.0, "rss_mb": 8.0, "tmp_mb": 1.0}
+"""Largest fitted rise over the second half that counts as noise (a connection still
+closing, a call the sandbox builds ahead, an allocator's arena)."""
+
+ENV_ID = "game:GuessTheNumber-v0"
+
+
+def sample(tmp_dir: Path) -> dict[str, float]:
+    """One sample of every quantity in `METRICS` for this process."""
+    import psutil
+
+    me = psutil.Process()
+    tmp_bytes = 0
+    for root, _, files in os.walk(tmp_dir):
+        for name in files:
+            try:
+                tmp_bytes += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed while walking
+                continue
+    return {
+        "fds": float(me.num_fds()),
+        "threads": float(threading.active_count()),
+        "children": float(len(me.children(recursive=True))),
+        "rss_mb": me.memory_info().rss / 2**20,
+        "tmp_mb": tmp_bytes / 2**20,
+    }
+
+
+def slopes(samples: Sequence[dict[str, float]]) -> dict[str, float]:
+    """Least-squares slope per minute of each metric over the second half of `samples`
+    (each has ``t_s``, seconds since the start); 0.0 with fewer than 3 samples there."""
+    half = list(samples[len(samples) // 2 :])
+    if len(half) < 3:
+        return dict.fromkeys(METRICS, 0.0)
+    minutes = np.array([s["t_s"] for s in half]) / 60.0
+    return {m: float(np.polyfit(minutes, [s[m] for s in half], 1)[0]) for m in METRICS}
+
+
+def grown(slope_per_min: dict[str, float], window_min: float) -> list[str]:
+    """The metrics that grew over a second half of `window_min` minutes: slope above
+    `TOLERANCE_PER_MIN` and a fitted rise (slope x window) above `JITTER`, so that a short
+    run's window does not turn the jitter of one sample into a slope."""
+    return [
+        m
+        for m in METRICS
+        if slope_per_min[m] > TOLERANCE_PER_MIN[m] and slope_per_min[m] * window_min > JITTER[m]
+    ]
+
+
+def _worker_pids(before: set[int]) -> list[int]:
+    import psutil
+
+    return [p.pid for p in psutil.Process().children() if p.pid not in before]
+
+
+def vector_round(rng: random.Random, fault_rate: float, faults: dict[str, int]) -> None:
+    """A process and a thread vector env: reset, 6 steps, maybe a worker killed, close.
+    `fault_rate` 1.0 always kills one."""
+    import psutil
+
+    import xpgym
+
+    for mode in ("process", "thread"):
+        before = {p.pid for p in psutil.Process().children()}
+        vec = xpgym.make_vec(ENV_ID, num_envs=4, vectorization_mode=mode)
+        try:
+            vec.reset(seed=rng.randrange(2**31))
+            for turn in range(6):
+                if mode == "process" and turn == 3 and rng.random() < fault_rate:
+                    os.kill(rng.choice(_worker_pids(before)), signal.SIGKILL)
+                    faults["worker_killed"] += 1
+                vec.step([f"\\boxed{{{rng.randint(1, 20)}}}" for _ in range(vec.num_envs)])
+        finally:
+            vec.close()
+
+
+def sandbox_round(box: Any, rng: random.Random, fault_rate: float, faults: dict[str, int]) -> None:
+    """Three sandboxed calls, maybe with the sandbox's bubblewrap killed between two (always
+    with `fault_rate` 1.0)."""
+    import psutil
+
+    for call in range(3):
+        if call == 1 and rng.random() < fault_rate:
+            for child in psutil.Process().children():
+                if child.name() == "bwrap":
+                    child.kill()
+                    faults["sandbox_killed"] += 1
+        box.run_python("import sys; print(sum(range(1000)), file=sys.stdout)")
+
+
+def remote_round(url: str, rng: random.Random) -> None:
+    """One `RemoteEnv` episode (reset, up to 4 steps), then close."""
+    import xpgym
+
+    env = xpgym.make(f"remote:{url}/{ENV_ID}")
+    try:
+        env.reset(seed=rng.randrange(2**31))
+        for _ in range(4):
+            if env.step(f"\\boxed{{{rng.randint(1, 20)}}}")[2]:
+                break
+    finally:
+        env.close()
+
+
+def soak(duration_s: float, sample_every_s: float, fault_rate: float, seed: int) -> dict[str, Any]:
+    """Run the rounds for `duration_s`, sampling every `sample_every_s`; the report."""
+    tmp_dir = Path(tempfile.mkdtemp(prefix="xpgym-soak-"))
+    os.environ["TMPDIR"] = str(tmp_dir)  # for every child process too
+    tempfile.tempdir = str(tmp_dir)
+    from xpgym.core.sandbox import Sandbox, SandboxUnavailableError
+    from xpgym.remote import BackgroundServer
+
+    # Started by the first spawned worker and kept: running it now keeps it out of the
+    # workers a fault may kill.
+    multiprocessing.resource_tracker.ensure_running()
+
+    rng = random.Random(seed)
+    faults = {"worker_killed": 0, "sandbox_killed": 0}
+    rounds = 0
+    samples: list[dict[str, float]] = []
+    start = time.monotonic()
+    next_sample = start
+    try:
+        box: Sandbox | None = Sandbox(pool_size=1)
+        sandbox = "ok"
+    except SandboxUnavailableError as exc:  # the other rounds still run
+        box, sandbox = None, f"unavailable: {exc}"
+    try:
+        with BackgroundServer(["game:*"]) as server:
+            while True:
+                now = time.monotonic()
+                if now >= next_sample:
+                    samples.append({"t_s": now - start, **sample(tmp_dir)})
+                    next_sample += sample_every_s
+                if now - start >= duration_s:
+                    break
+                rate = 1.0 if rounds == 0 else fault_rate  # every fault at least once
+                vector_round(rng, rate, faults)
+                if box is not None:
+                    sandbox_round(box, rng, rate, faults)
+                remote_round(server.url, rng)
+                rounds += 1
+    finally:
+        if box is not None:
+            box.close()
+        shutil.rmtree(tmp_dir, ignore_errors=True)
+    slope_per_min = slopes(samples)
+    half = samples[len(samples) // 2 :]
+    window_min = (half[-1]["t_s"] - half[0]["t_s"]) / 60.0 if half else 0.0
+    return {
+        "duration_s": duration_s,
+        "sample_every_s": sample_every_s,
+        "fault_rate": fault_rate,
+        "seed": seed,
+        "rounds": rounds,
+        "faults": faults,
+        "sandbox": sandbox,
+        "samples": samples,
+        "slope_per_min": slope_per_min,
+        "tolerance_per_min": TOLERANCE_PER_MIN,
+        "jitter": JITTER,
+        "grown": grown(slope_per_min, window_min),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
+    parser.add_argument("--duration-s", type=float, default=600.0)
+    parser.add_argument("--sample-every-s", type=float, default=60.0)
+    parser.add_argument("--fault-rate", type=float, default=0.3)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--output", type=Path, default=None)
+    args = parser.parse_args(argv)
+    report = soak(args.duration_s, args.sample_every_s, args.fault_rate, args.seed)
+    text = json.dumps(report, indent=2)
+    print(text)
+    if args.output is not None:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text + "\n")
+    if report["grown"]:
+        print(f"grew without bound: {report['grown']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""``scripts/soak.py``: its leak verdict, and its one-minute version (the CI soak run)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "soak.py"
+
+
+@pytest.fixture(scope="module")
+def soak() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("soak", SCRIPT)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+def flat_samples(soak: ModuleType, n: int) -> list[dict[str, float]]:
+    return [{"t_s": 60.0 * i, **dict.fromkeys(soak.METRICS, 10.0)} for i in range(n)]
+
+
+def test_flat_quantities_have_no_slope_and_pass(soak: ModuleType) -> None:
+    slope = soak.slopes(flat_samples(soak, 10))
+    assert slope == pytest.approx(dict.fromkeys(soak.METRICS, 0.0), abs=1e-9)
+    assert soak.grown(slope, 5.0) == []
+
+
+def test_a_leak_in_the_second_half_is_found(soak: ModuleType) -> None:
+    samples = flat_samples(soak, 10)
+    for i, sample in enumerate(samples[5:]):
+        sample["fds"] += 3.0 * i  # three descriptors a minute, from the middle on
+    slope = soak.slopes(samples)
+    assert slope["fds"] == pytest.approx(3.0)
+    assert soak.grown(slope, 5.0) == ["fds"]
+
+
+def test_a_short_windows_jitter_is_not_a_leak(soak: ModuleType) -> None:
+    slope = {**dict.fromkeys(soak.METRICS, 0.0), "fds": 2.0}  # one descriptor in 30 s
+    assert soak.grown(slope, 0.5) == []
+    assert soak.grown(slope, 5.0) == ["fds"]
+
+
+def test_growth_only_while_warming_up_is_not_a_leak(soak: ModuleType) -> None:
+    samples = flat_samples(soak, 10)
+    for i, sample in enumerate(samples[:5]):
+        sample["rss_mb"] += 20.0 * i - 80.0  # grows to the plateau, then stays
+    assert soak.grown(soak.slopes(samples), 5.0) == []
+
+
+def test_too_few_samples_give_no_slope(soak: ModuleType) -> None:
+    assert soak.slopes(flat_samples(soak, 4)) == dict.fromkeys(soak.METRICS, 0.0)
+
+
+@pytest.mark.slow
+def test_the_one_minute_soak_injects_faults_and_nothing_grows(tmp_path: Path) -> None:
+    pytest.importorskip("psutil", reason="the soak run samples with psutil")
+    pytest.importorskip("uvicorn", reason="the soak run serves a remote env (xpgym[remote])")
+    output = tmp_path / "soak.json"
+    argv = ["--duration-s", "60", "--sample-every-s", "10", "--output", str(output)]
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert output.exists(), done.stderr[-5000:]
+    report = json.loads(output.read_text())
+    assert report["rounds"] > 0
+    assert report["faults"]["worker_killed"] > 0
+    if report["sandbox"] == "ok":
+        assert report["faults"]["sandbox_killed"] > 0
+    assert len(report["samples"]) >= 6
+    assert report["grown"] == [], report["slope_per_min"]
+    assert done.returncode == 0, done.stderr[-5000:]
