@@ -285,11 +285,11 @@ def test_builder_renders_each_kind_of_message_run_once() -> None:
     learned = tok.renders
     tools = [{"role": "tool", "content": "3"}, {"role": "tool", "content": "ok"}]
     play(builder, tok.tokenizer, ["lower", "higher", "x = 1\n", "correct"])
-    assert tok.renders == learned + 1  # start only: every user turn fills the form in
+    assert tok.renders == learned  # start and every user turn fill their forms in
     play(builder, tok.tokenizer, [tools])
     with_tools = tok.renders
     play(builder, tok.tokenizer, [tools, tools])
-    assert tok.renders == with_tools + 1
+    assert tok.renders == with_tools
 
 
 def test_a_trimming_template_renders_contents_with_whitespace_around_them() -> None:
@@ -298,9 +298,9 @@ def test_a_trimming_template_renders_contents_with_whitespace_around_them() -> N
     play(builder, tok.tokenizer, ["higher"])
     learned = tok.renders
     play(builder, tok.tokenizer, ["lower", "higher"])
-    assert tok.renders == learned + 1
+    assert tok.renders == learned
     prompt = play(builder, tok.tokenizer, [" lower\n", "higher"])
-    assert tok.renders == learned + 3
+    assert tok.renders == learned + 1
     assert "<|end_header_id|>\n\nlower<|eot_id|>" in tok.tokenizer.decode(prompt)
 
 
@@ -310,7 +310,7 @@ def test_an_escaping_template_renders_every_message() -> None:
     play(builder, tok.tokenizer, ["higher"])
     learned = tok.renders
     prompt = play(builder, tok.tokenizer, ["a < b", "higher"])
-    assert tok.renders == learned + 3
+    assert tok.renders == learned + 3  # start and both turns
     assert "user\na &lt; b<|im_end|>" in tok.tokenizer.decode(prompt)
 
 
@@ -344,7 +344,7 @@ def test_a_form_fills_in_every_field_and_tells_empty_ones_apart() -> None:
     assert prompt == tok.tokenizer.encode(rendered, add_special_tokens=False)
     learned = tok.renders
     play(builder, tok.tokenizer, runs)
-    assert tok.renders == learned + 1  # start only
+    assert tok.renders == learned
 
 
 def test_a_form_that_fails_on_its_first_messages_is_not_used() -> None:
@@ -358,7 +358,7 @@ def test_a_form_that_fails_on_its_first_messages_is_not_used() -> None:
     play(builder, tok.tokenizer, ["the secret is 5"])
     learned = tok.renders
     prompt = play(builder, tok.tokenizer, ["higher", "the secret is 6"])
-    assert tok.renders == learned + 3
+    assert tok.renders == learned + 2  # the two user turns; start fills its form in
     assert tok.tokenizer.decode(prompt).endswith(
         "user\nthe *** is 6<|im_end|>\n<|im_start|>assistant\n"
     )

@@ -237,19 +237,20 @@ class _MessageForm:
 class ChatPromptBuilder:
     """Prompt ids for a chat conversation, built so each prompt extends the last one.
 
-    `start` renders the first prompt with the tokenizer's chat template. `extend` appends to
-    the previous prompt and the policy's response: the end-of-turn tokens the template puts
-    after an assistant message that the response lacks (e.g. the ``"\\n"`` after
-    ``<|im_end|>`` in ChatML, or the whole ``<|im_end|>\\n`` when the sampler stripped the
-    stop token), then the tokens of the new message(s) and the generation prompt. The result
-    starts with ``previous_prompt_ids + response_ids`` by construction: turns built with it
-    satisfy the token-exactness contract, whatever the template. Earlier turns are never
-    rendered or tokenized again.
+    `start` gives the first prompt as the tokenizer's chat template renders it. `extend`
+    appends to the previous prompt and the policy's response: the end-of-turn tokens the
+    template puts after an assistant message that the response lacks (e.g. the ``"\\n"``
+    after ``<|im_end|>`` in ChatML, or the whole ``<|im_end|>\\n`` when the sampler stripped
+    the stop token), then the tokens of the new message(s) and the generation prompt. The
+    result starts with ``previous_prompt_ids + response_ids`` by construction: turns built
+    with it satisfy the token-exactness contract, whatever the template. Earlier turns are
+    never rendered or tokenized again.
 
     How the new messages' text is found: the template renders a fixed context (system prompt
     if any, a user message, an assistant message) without and with the new messages; the
     new text must start with the old (else `ValueError`: the template re-renders earlier
-    messages when one is added) and the rest is the messages' text. That render is done
+    messages when one is added) and the rest is the messages' text (for `start`: the render
+    of the first messages, generation prompt included). That render is done
     once per kind of message run (the messages' roles, their other keys and which values
     are empty; e.g. one ``"user"`` message, or two ``"tool"`` messages with names): with
     placeholder values, it gives the text around each value (content, name, ...), the
@@ -259,7 +260,8 @@ class ChatPromptBuilder:
     the form only for values without whitespace around them), and on the first messages of
     its kind. Where a check fails, or a value is not a string, the builder renders each
     time. A template that treats particular contents specially in other ways (e.g. replaces
-    a word) is caught only if the first messages of a kind show it. The end-of-turn text is
+    a word) is caught only if the first messages of a kind show it; one that writes the
+    time (``strftime_now``) keeps the time of its first render. The end-of-turn text is
     what the template writes after the assistant content. So the builder assumes a message's
     rendering does not depend on the content of earlier messages (true of ChatML/Qwen,
     Llama 3 and most templates).
@@ -319,8 +321,8 @@ class ChatPromptBuilder:
                 f"end-of-turn text"
             )
         self.end_of_turn_ids: list[int] = self._encode(self._context_text[at + len(_PLACEHOLDER) :])
-        # kind of message run -> its form, or None where the template must render it
-        self._forms: dict[_Kind, _MessageForm | None] = {}
+        # (first, kind of message run) -> its form, or None where the template must render it
+        self._forms: dict[tuple[bool, _Kind], _MessageForm | None] = {}
         self._consistency_lock = threading.Lock()
         self._consistency_checked = False
 
@@ -335,7 +337,7 @@ class ChatPromptBuilder:
                 in front unless they start with a system message, `with_system_prompt`).
         """
         messages = with_system_prompt(_as_messages(first_message, "user"), self.system_prompt)
-        return self._encode(self._render(messages, add_generation_prompt=True))
+        return self._encode(self._messages_text(messages, first=True))
 
     def extend(
         self,
@@ -392,25 +394,28 @@ class ChatPromptBuilder:
             *previous_prompt_ids,
             *response,
             *self.missing_end_of_turn(response),
-            *self._encode(self._messages_text(messages)),
+            *self._encode(self._messages_text(messages, first=False)),
         ]
 
-    def _messages_text(self, messages: list[dict[str, Any]]) -> str:
-        """What the template writes for `messages` after an assistant message, generation
-        prompt included: the kind's form filled in where it is trusted, else a render."""
+    def _messages_text(self, messages: list[dict[str, Any]], *, first: bool) -> str:
+        """What the template writes for `messages`, generation prompt included, at the start
+        of a conversation (`first`) or after an assistant message: the kind's form filled
+        in where it is trusted, else a render."""
         found = _kind_and_values(messages)
         if found is None:
-            return self._rendered_text(messages)
+            return self._rendered_text(messages, first=first)
         kind, values = found
-        form = self._forms.get(kind)
+        form = self._forms.get((first, kind))
         if form is not None and form.writes(values):
             return form.text(values)
-        text = self._rendered_text(messages)
-        if kind not in self._forms:
-            self._forms[kind] = self._learn_form(messages, values, text)
+        text = self._rendered_text(messages, first=first)
+        if (first, kind) not in self._forms:
+            self._forms[first, kind] = self._learn_form(messages, values, text, first=first)
         return text
 
-    def _rendered_text(self, messages: list[dict[str, Any]]) -> str:
+    def _rendered_text(self, messages: list[dict[str, Any]], *, first: bool) -> str:
+        if first:
+            return self._render(messages, add_generation_prompt=True)
         text = self._render([*self._context, *messages], add_generation_prompt=True)
         if not text.startswith(self._context_text):
             raise ValueError(
@@ -423,7 +428,7 @@ class ChatPromptBuilder:
         return text[len(self._context_text) :]
 
     def _learn_form(
-        self, messages: list[dict[str, Any]], values: list[str], rendered: str
+        self, messages: list[dict[str, Any]], values: list[str], rendered: str, *, first: bool
     ) -> _MessageForm | None:
         """The form of `messages`' kind, checked against the template (class docstring), or
         None where it fails; `values` are their fields' values and `rendered` their text."""
@@ -441,7 +446,7 @@ class ChatPromptBuilder:
             return probe, probe_values
 
         probe, placeholders = filled("{placeholder}")
-        text = self._rendered_text(probe)
+        text = self._rendered_text(probe, first=first)
         if any(text.count(p) != 1 for p in placeholders):
             _log_no_form(messages, "does not write each field once")
             return None
@@ -453,7 +458,7 @@ class ChatPromptBuilder:
 
         def renders_as_form(pattern: str) -> bool:
             probe, probe_values = filled(pattern)
-            return self._rendered_text(probe) == form.text(probe_values)
+            return self._rendered_text(probe, first=first) == form.text(probe_values)
 
         if not renders_as_form(_PROBE_CONTENT):
             _log_no_form(messages, "changes values (reasoning, escaping or quotes)")
