@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import logging
 from typing import Any
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from xpgym.core.chat import ChatPromptBuilder, observation_messages, with_system_prompt
 from xpgym.core.trajectory import Episode, Turn
+from xpgym.reference import tiny_model
 from xpgym.training.layouts import episode_rows
 
 # --------------------------------------------------------------------------------------
@@ -79,7 +81,57 @@ LLAMA3_TEMPLATE = (
     "{%- if add_generation_prompt %}"
     "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{%- endif %}"
 )
-"""Llama 3 style headers."""
+"""Llama 3 style headers; the content is trimmed."""
+
+DEFAULT_SYSTEM_TEMPLATE = (
+    "{%- if messages[0]['role'] != 'system' %}"
+    "{{- '<|im_start|>system\\nYou are a helpful assistant.<|im_end|>\\n' }}{%- endif %}"
+    + CHATML_TOOLS_TEMPLATE
+)
+"""Qwen2.5's trap: a default system prompt, written only at position 0 when none is given."""
+
+BLANK_LINE_TEMPLATE = CHATML_TOOLS_TEMPLATE.replace("<|im_end|>\\n", "<|im_end|>\\n\\n")
+"""Two newlines after the end token: more end-of-turn text after the stop token."""
+
+ESCAPING_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' }}{{- message['content'] | e }}"
+    "{{- '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+"""ChatML that HTML-escapes every content."""
+
+THINKING_PROMPT_TEMPLATE = CHATML_TOOLS_TEMPLATE.replace(
+    "'<|im_start|>assistant\\n' }}{%- endif %}",
+    "'<|im_start|>assistant\\n<think>\\n\\n</think>\\n\\n' }}{%- endif %}",
+)
+"""Qwen3 with thinking off: the generation prompt holds an empty reasoning block that the
+history's assistant messages lack."""
+
+REASONING_STRIPPING_TEMPLATE = CHATML_TOOLS_TEMPLATE.replace(
+    "message['role'] + '\\n' + message['content']",
+    "message['role'] + '\\n' + (message['content'].split('</think>')[-1].lstrip('\\n') "
+    "if message['role'] == 'assistant' else message['content'])",
+)
+"""Qwen3's trap: earlier replies are written without their reasoning."""
+
+TEMPLATES = {
+    "chatml-tools": ("chatml", CHATML_TOOLS_TEMPLATE),
+    "llama3": ("llama3", LLAMA3_TEMPLATE),
+    "tiny-model": ("chatml", tiny_model.CHATML_TEMPLATE),
+    "default-system": ("chatml", DEFAULT_SYSTEM_TEMPLATE),
+    "blank-line": ("chatml", BLANK_LINE_TEMPLATE),
+    "escaping": ("chatml", ESCAPING_TEMPLATE),
+    "thinking-prompt": ("chatml", THINKING_PROMPT_TEMPLATE),
+    "reasoning-stripping": ("chatml", REASONING_STRIPPING_TEMPLATE),
+}
+"""Every template the project ships (`xpgym.reference.tiny_model`, the tests' tokenizers) and
+templates with the usual traps, by name: (tokenizer style, template)."""
+
+PREFIX_CONSISTENT = ["chatml-tools", "tiny-model", "default-system", "blank-line"]
+"""The templates under which a conversation built by appending is its whole render, whatever
+the replies."""
 
 CORPUS = [
     "The quick brown fox jumps over the lazy dog. Guess a number between one and ten.",
@@ -143,40 +195,243 @@ def test_builder_end_of_turn_ids_are_what_follows_assistant_content(style: str) 
     assert builder.end_of_turn_ids == tok.encode(expected, add_special_tokens=False)
 
 
-@styles
-@settings(max_examples=40, deadline=None)
+observations = st.text(
+    st.sampled_from(list("abcdefghij XYZ0123456789.,!?é你好мир<>&'\"\n\t")), min_size=1, max_size=30
+)
+"""Env texts: with characters that escaping changes and whitespace around them."""
+
+
+def builder_for(name: str, system_prompt: str | None = None) -> tuple[Any, ChatPromptBuilder]:
+    """The tokenizer of `TEMPLATES[name]`'s style and a builder over it with that template."""
+    style, template = TEMPLATES[name]
+    tok = bpe_tokenizer(style)
+    kwargs = {"chat_template": template}
+    return tok, ChatPromptBuilder(tok, system_prompt, chat_template_kwargs=kwargs)
+
+
+@pytest.mark.parametrize("name", [n for n in TEMPLATES if n != "thinking-prompt"])
+@settings(max_examples=30, deadline=None)
 @given(
     system=st.none() | contents,
     first=contents,
     steps=st.lists(
-        st.tuples(contents, contents, st.sampled_from(["user", "tool"]), st.integers(0, 2)),
+        st.tuples(
+            contents,
+            st.lists(observations, min_size=1, max_size=2),
+            st.sampled_from(["user", "tool"]),
+            st.integers(0, 2),
+        ),
         min_size=1,
         max_size=4,
     ),
 )
 def test_builder_equals_rendering_the_whole_conversation(
-    style: str, system: str | None, first: str, steps: list[tuple[str, str, str, int]]
+    name: str,
+    system: str | None,
+    first: str,
+    steps: list[tuple[str, list[str], str, int]],
 ) -> None:
-    tok = bpe_tokenizer(style)
-    builder = ChatPromptBuilder(tok, system_prompt=system)
+    """Under every template but the one whose generation prompt history lacks, replies
+    without whitespace around them or reasoning give the whole conversation's render."""
+    tok, builder = builder_for(name, system)
     conversation = ([] if system is None else [{"role": "system", "content": system}]) + [
         {"role": "user", "content": first}
     ]
     prompt = builder.start(first)
-    for reply, observation, role, stop in steps:
+    for reply, texts, role, stop in steps:
         # the sampler's output: content, then the stop token kept, stripped, or followed by
         # the rest of the end-of-turn text
         response = tok.encode(reply, add_special_tokens=False)
         response += builder.end_of_turn_ids[: [1, 0, len(builder.end_of_turn_ids)][stop]]
-        following = builder.extend(prompt, response, observation, role=role)
+        messages = [{"role": role, "content": text} for text in texts]
+        following = builder.extend(prompt, response, messages)
         assert following[: len(prompt) + len(response)] == prompt + response
         prompt = following
-        conversation += [
-            {"role": "assistant", "content": reply},
-            {"role": role, "content": observation},
-        ]
-    rendered = tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+        conversation += [{"role": "assistant", "content": reply}, *messages]
+    rendered = tok.apply_chat_template(
+        conversation, tokenize=False, add_generation_prompt=True, **builder.chat_template_kwargs
+    )
     assert prompt == tok.encode(rendered, add_special_tokens=False)
+
+
+class CountingRenders:
+    """A tokenizer that counts its ``apply_chat_template`` calls."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.renders = 0
+
+    def apply_chat_template(self, *args: Any, **kwargs: Any) -> Any:
+        self.renders += 1
+        return self.tokenizer.apply_chat_template(*args, **kwargs)
+
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        return list(self.tokenizer.encode(text, add_special_tokens=add_special_tokens))
+
+
+def play(builder: ChatPromptBuilder, tok: Any, observations: list[Any]) -> list[int]:
+    """A conversation: each observation follows a reply with its stop token."""
+    prompt = builder.start("Guess a number.")
+    for observation in observations:
+        response = [*tok.encode("guess 5", add_special_tokens=False), tok.eos_token_id]
+        prompt = builder.extend(prompt, response, observation)
+    return prompt
+
+
+def test_builder_renders_each_kind_of_message_run_once() -> None:
+    tok = CountingRenders(bpe_tokenizer("chatml"))
+    builder = ChatPromptBuilder(tok)
+    play(builder, tok.tokenizer, ["higher"])
+    learned = tok.renders
+    tools = [{"role": "tool", "content": "3"}, {"role": "tool", "content": "ok"}]
+    play(builder, tok.tokenizer, ["lower", "higher", "x = 1\n", "correct"])
+    assert tok.renders == learned  # start and every user turn fill their forms in
+    play(builder, tok.tokenizer, [tools])
+    with_tools = tok.renders
+    play(builder, tok.tokenizer, [tools, tools])
+    assert tok.renders == with_tools
+
+
+def test_a_trimming_template_renders_contents_with_whitespace_around_them() -> None:
+    tok = CountingRenders(bpe_tokenizer("llama3"))
+    builder = ChatPromptBuilder(tok)
+    play(builder, tok.tokenizer, ["higher"])
+    learned = tok.renders
+    play(builder, tok.tokenizer, ["lower", "higher"])
+    assert tok.renders == learned
+    prompt = play(builder, tok.tokenizer, [" lower\n", "higher"])
+    assert tok.renders == learned + 1
+    assert "<|end_header_id|>\n\nlower<|eot_id|>" in tok.tokenizer.decode(prompt)
+
+
+def test_an_escaping_template_renders_every_message() -> None:
+    tok = CountingRenders(bpe_tokenizer("chatml"))
+    builder = ChatPromptBuilder(tok, chat_template_kwargs={"chat_template": ESCAPING_TEMPLATE})
+    play(builder, tok.tokenizer, ["higher"])
+    learned = tok.renders
+    prompt = play(builder, tok.tokenizer, ["a < b", "higher"])
+    assert tok.renders == learned + 3  # start and both turns
+    assert "user\na &lt; b<|im_end|>" in tok.tokenizer.decode(prompt)
+
+
+NAMED_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] }}"
+    "{%- if message['name'] %}{{- ' name=' + message['name'] }}{%- endif %}"
+    "{{- '\\n' + (message['content'] or '(nothing)') + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+"""ChatML with a message's name before its content, and a text for empty content."""
+
+
+def test_a_form_fills_in_every_field_and_tells_empty_ones_apart() -> None:
+    tok = CountingRenders(bpe_tokenizer("chatml"))
+    builder = ChatPromptBuilder(tok, chat_template_kwargs={"chat_template": NAMED_TEMPLATE})
+    runs = [
+        [{"role": "tool", "name": "python", "content": "3"}],
+        [{"role": "tool", "name": "search", "content": "no results"}],
+        [{"role": "tool", "name": "", "content": ""}, {"role": "tool", "name": "a", "content": ""}],
+        [{"role": "tool", "name": "", "content": ""}, {"role": "tool", "name": "b", "content": ""}],
+    ]
+    prompt = play(builder, tok.tokenizer, runs)
+    conversation = [{"role": "user", "content": "Guess a number."}]
+    for run in runs:
+        conversation += [{"role": "assistant", "content": "guess 5"}, *run]
+    rendered = tok.tokenizer.apply_chat_template(
+        conversation, tokenize=False, add_generation_prompt=True, chat_template=NAMED_TEMPLATE
+    )
+    assert prompt == tok.tokenizer.encode(rendered, add_special_tokens=False)
+    learned = tok.renders
+    play(builder, tok.tokenizer, runs)
+    assert tok.renders == learned
+
+
+def test_a_form_that_fails_on_its_first_messages_is_not_used() -> None:
+    """The probes cannot show every change a template makes to content; the first
+    messages of a kind can, and the builder then renders that kind every time."""
+    tok = CountingRenders(bpe_tokenizer("chatml"))
+    censoring = CHATML_TOOLS_TEMPLATE.replace(
+        "message['content']", "message['content'].replace('secret', '***')"
+    )
+    builder = ChatPromptBuilder(tok, chat_template_kwargs={"chat_template": censoring})
+    play(builder, tok.tokenizer, ["the secret is 5"])
+    learned = tok.renders
+    prompt = play(builder, tok.tokenizer, ["higher", "the secret is 6"])
+    assert tok.renders == learned + 2  # the two user turns; start fills its form in
+    assert tok.tokenizer.decode(prompt).endswith(
+        "user\nthe *** is 6<|im_end|>\n<|im_start|>assistant\n"
+    )
+
+
+@pytest.mark.parametrize("name", PREFIX_CONSISTENT)
+def test_a_prefix_consistent_template_gets_no_warning(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tok, builder = builder_for(name)
+    with caplog.at_level(logging.WARNING, logger="xpgym.core.chat"):
+        play(builder, tok, ["higher", [{"role": "tool", "content": "3"}], "lower"])
+    assert caplog.records == []
+
+
+def test_the_shipped_tokenizers_build_their_whole_render_without_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    pytest.importorskip("torch", reason="the tests' tiny tokenizer module imports torch")
+    from random_byte_lm import tiny_tokenizer
+
+    observations = ["Too high. Guess again.", "Too low.", "Correct!"]
+    for tok in (tiny_tokenizer(), tiny_model.build_tiny_tokenizer(CORPUS)):
+        builder = ChatPromptBuilder(tok, "You play a game.")
+        with caplog.at_level(logging.WARNING, logger="xpgym.core.chat"):
+            prompt = play(builder, tok, observations)
+        conversation = [
+            {"role": "system", "content": "You play a game."},
+            {"role": "user", "content": "Guess a number."},
+        ]
+        for observation in observations:
+            conversation += [
+                {"role": "assistant", "content": "guess 5"},
+                {"role": "user", "content": observation},
+            ]
+        rendered = tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
+        assert prompt == tok.encode(rendered, add_special_tokens=False)
+    assert caplog.records == []
+
+
+@pytest.mark.parametrize("name", ["thinking-prompt", "reasoning-stripping", "llama3", "escaping"])
+def test_a_template_that_is_not_prefix_consistent_gets_one_warning(
+    name: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    tok, builder = builder_for(name)
+    with caplog.at_level(logging.WARNING, logger="xpgym.core.chat"):
+        for _ in range(3):
+            play(builder, tok, ["higher", "lower"])
+    (record,) = caplog.records
+    assert record.levelno == logging.WARNING
+    assert "not prefix-consistent" in record.getMessage()
+
+
+def test_the_warning_names_the_first_differing_token_and_keeps_the_tokens_seen(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tok, builder = builder_for("thinking-prompt")
+    prompt = builder.start("Guess a number.")
+    response = [*tok.encode("guess 5", add_special_tokens=False), tok.eos_token_id]
+    with caplog.at_level(logging.WARNING, logger="xpgym.core.chat"):
+        following = builder.extend(prompt, response, "higher")
+    assert following[: len(prompt) + len(response)] == prompt + response
+    # the probe conversation starts "Hi.", then a reply: the render writes the reply where
+    # the built prompt has the generation prompt's reasoning block
+    history = "<|im_start|>user\nHi.<|im_end|>\n<|im_start|>assistant\n"
+    at = len(tok.encode(history, add_special_tokens=False))
+    built = tok.encode("<think>", add_special_tokens=False)[0]
+    rendered = tok.encode("The", add_special_tokens=False)[0]
+    (record,) = caplog.records
+    assert (
+        f"at token {at}: built {built} ({tok.decode([built])!r}), "
+        f"rendered {rendered} ({tok.decode([rendered])!r})"
+    ) in record.getMessage()
 
 
 def test_builder_appends_several_tool_results_at_once() -> None:

@@ -17,7 +17,10 @@ loops (`xpgym.rollout.recorder` and the loops over it) and the adapters.
 
 from __future__ import annotations
 
+import logging
+import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 __all__ = [
@@ -30,6 +33,8 @@ __all__ = [
     "observation_messages",
     "with_system_prompt",
 ]
+
+logger = logging.getLogger(__name__)
 
 Message = dict[str, str]
 """A chat message: ``{"role": "system" | "user" | "tool" | "assistant", "content": str}``."""
@@ -156,33 +161,122 @@ def encode_prompt(
 # Prompt ids from a chat template, by appending
 # --------------------------------------------------------------------------------------
 
-_PLACEHOLDER = "XPGYM-ASSISTANT-CONTENT"
+_PLACEHOLDER = "XPGYM-CONTENT"
+
+
+def _placeholder(i: int) -> str:
+    """The placeholder value of the `i`-th field of new messages (none is part of another)."""
+    return f"{_PLACEHOLDER}-{i}-"
+
+
+_PROBE_CONTENT = "<think>\n1 < 2 & 'a' \"b\"\n</think>\n{placeholder}"
+"""A content that shows whether the template writes content as it is: reasoning, characters
+that HTML escaping changes, quotes (`_MessageForm` is trusted only where it does)."""
+
+_PROBE_MARGINS = " \n\t{placeholder} \n"
+"""A content with whitespace around it: a template that trims content renders it otherwise."""
+
+_PROBE_REPLIES = (
+    "The answer is 5.",
+    "<think>\nHalf of 10 is 5.\n</think>\n\nThe answer is 5.",
+    " The answer is 5.\n",
+)
+"""The assistant replies of the conversation `ChatPromptBuilder` checks prefix consistency on:
+plain text, reasoning (which some templates strip from history), whitespace around the text
+(which some templates trim)."""
+
+
+_Kind = tuple[tuple[str, tuple[tuple[str, bool], ...]], ...]
+"""A kind of message run: each message's role and, per other key, whether its value is empty."""
+
+
+def _fields(message: Mapping[str, Any]) -> list[str]:
+    """The keys of `message` whose values a form fills in: all but ``role`` whose value is
+    not empty (a template may test a field for emptiness), in sorted order."""
+    return sorted(k for k, v in message.items() if k != "role" and v != "")
+
+
+def _kind_and_values(messages: list[dict[str, Any]]) -> tuple[_Kind, list[str]] | None:
+    """The kind of `messages` and the values of their `_fields`, message by message; None
+    if a message has no role or a value that is not a string (e.g. a list of content parts
+    or of tool calls)."""
+    if not all("role" in m and all(isinstance(v, str) for v in m.values()) for m in messages):
+        return None
+    kind = tuple((m["role"], tuple((k, v == "") for k, v in sorted(m.items()))) for m in messages)
+    return kind, [m[k] for m in messages for k in _fields(m)]
+
+
+@dataclass(frozen=True)
+class _MessageForm:
+    """How the chat template writes a kind of message run after an assistant message: the
+    texts around each field value (content, name, ...), generation prompt included.
+
+    ``pieces[0] + values[order[0]] + pieces[1] + ... + values[order[-1]] + pieces[-1]`` is
+    the rendering of messages of the kind with those values (`_kind_and_values`): `order`
+    is the order in which the template writes the fields. `keeps_margins` is false for a
+    template that changes whitespace around values (e.g. ``| trim``): the form then holds
+    only for values without such whitespace.
+    """
+
+    pieces: tuple[str, ...]
+    order: tuple[int, ...]
+    keeps_margins: bool
+
+    def writes(self, values: Sequence[str]) -> bool:
+        """Whether the form renders `values` as the template would."""
+        return self.keeps_margins or all(v == v.strip() for v in values)
+
+    def text(self, values: Sequence[str]) -> str:
+        """The rendering of messages with `values`."""
+        parts = [self.pieces[0]]
+        for field, piece in zip(self.order, self.pieces[1:], strict=True):
+            parts += (values[field], piece)
+        return "".join(parts)
 
 
 class ChatPromptBuilder:
     """Prompt ids for a chat conversation, built so each prompt extends the last one.
 
-    `start` renders the first prompt with the tokenizer's chat template. `extend` appends to
-    the previous prompt and the policy's response: the end-of-turn tokens the template puts
-    after an assistant message that the response lacks (e.g. the ``"\\n"`` after
-    ``<|im_end|>`` in ChatML, or the whole ``<|im_end|>\\n`` when the sampler stripped the
-    stop token), then the template's tokens for the new message(s) and the generation
-    prompt. The result starts with ``previous_prompt_ids + response_ids`` by construction:
-    turns built with it satisfy the token-exactness contract, whatever the template.
+    `start` gives the first prompt as the tokenizer's chat template renders it. `extend`
+    appends to the previous prompt and the policy's response: the end-of-turn tokens the
+    template puts after an assistant message that the response lacks (e.g. the ``"\\n"``
+    after ``<|im_end|>`` in ChatML, or the whole ``<|im_end|>\\n`` when the sampler stripped
+    the stop token), then the tokens of the new message(s) and the generation prompt. The
+    result starts with ``previous_prompt_ids + response_ids`` by construction: turns built
+    with it satisfy the token-exactness contract, whatever the template. Earlier turns are
+    never rendered or tokenized again.
 
-    How the pieces are found: the template renders (``tokenize=False``) a fixed context
-    (system prompt if any, a user message, an assistant message) without and with the new
-    message; the new text must start with the old (else `ValueError`: the template
-    re-renders earlier messages when one is added) and only the suffix is tokenized. The
-    end-of-turn text is what the template writes after the assistant content. So the
-    builder assumes a message's rendering does not depend on the content of earlier
-    messages (true of ChatML/Qwen, Llama 3 and most templates). Templates that rewrite
-    history (e.g. dropping old reasoning) still get prefix-consistent ids; those then
-    differ from a fresh render of the whole conversation, by design: the policy is trained
-    on exactly the tokens it saw.
+    How the new messages' text is found: the template renders a fixed context (system prompt
+    if any, a user message, an assistant message) without and with the new messages; the
+    new text must start with the old (else `ValueError`: the template re-renders earlier
+    messages when one is added) and the rest is the messages' text (for `start`: the render
+    of the first messages, generation prompt included). That render is done
+    once per kind of message run (the messages' roles, their other keys and which values
+    are empty; e.g. one ``"user"`` message, or two ``"tool"`` messages with names): with
+    placeholder values, it gives the text around each value (content, name, ...), the
+    template's per-message form. Later runs of that kind are written by filling the form in,
+    without the template. The form is used only once checked against the template: on
+    values that show reasoning stripping, escaping and trimming (a template that trims gets
+    the form only for values without whitespace around them), and on the first messages of
+    its kind. Where a check fails, or a value is not a string, the builder renders each
+    time. A template that treats particular contents specially in other ways (e.g. replaces
+    a word) is caught only if the first messages of a kind show it; one that writes the
+    time (``strftime_now``) keeps the time of its first render. The end-of-turn text is
+    what the template writes after the assistant content. So the builder assumes a message's
+    rendering does not depend on the content of earlier messages (true of ChatML/Qwen,
+    Llama 3 and most templates).
+
+    Prefix consistency: on its first `extend`, the builder builds a short conversation
+    with the new messages and replies that show the usual traps (`_PROBE_REPLIES`) and
+    compares it with a render of the whole conversation. A template that writes history
+    otherwise than the model saw it (a generation prompt that history lacks, reasoning
+    stripped from earlier replies, trimmed replies) differs; the builder then logs one
+    warning naming the first differing token and keeps building by appending: the policy
+    is trained on exactly the tokens it saw, which differ from a fresh render.
 
     The builder holds no per-conversation state: one instance serves any number of
-    conversations. Nothing is downloaded and transformers is not imported here.
+    conversations, from any number of threads. Nothing is downloaded and transformers is
+    not imported here.
 
     Attributes:
         end_of_turn_ids: Token ids the template writes after an assistant message's
@@ -227,6 +321,10 @@ class ChatPromptBuilder:
                 f"end-of-turn text"
             )
         self.end_of_turn_ids: list[int] = self._encode(self._context_text[at + len(_PLACEHOLDER) :])
+        # (first, kind of message run) -> its form, or None where the template must render it
+        self._forms: dict[tuple[bool, _Kind], _MessageForm | None] = {}
+        self._consistency_lock = threading.Lock()
+        self._consistency_checked = False
 
     def start(
         self, first_message: str | Mapping[str, Any] | Sequence[Mapping[str, Any]]
@@ -239,7 +337,7 @@ class ChatPromptBuilder:
                 in front unless they start with a system message, `with_system_prompt`).
         """
         messages = with_system_prompt(_as_messages(first_message, "user"), self.system_prompt)
-        return self._encode(self._render(messages, add_generation_prompt=True))
+        return self._encode(self._messages_text(messages, first=True))
 
     def extend(
         self,
@@ -249,6 +347,9 @@ class ChatPromptBuilder:
         role: str = "user",
     ) -> list[int]:
         """Prompt ids of the next turn: previous prompt + response + env tokens.
+
+        The first call also checks the template's prefix consistency (class docstring) and
+        logs a warning where it fails.
 
         Args:
             previous_prompt_ids: The prompt the response answered.
@@ -266,21 +367,12 @@ class ChatPromptBuilder:
             ValueError: The template changes earlier text when the message is added.
         """
         messages = _as_messages(next_observation, role)
-        text = self._render([*self._context, *messages], add_generation_prompt=True)
-        if not text.startswith(self._context_text):
-            raise ValueError(
-                f"the chat template re-renders earlier messages when a {role!r} message is "
-                f"added (without it: {self._context_text!r:.200}; with it: {text!r:.200}), "
-                f"so prompt ids cannot be built by appending; fix the template or pass a "
-                f"chat_template that renders each message on its own"
-            )
-        response = list(response_ids)
-        return [
-            *previous_prompt_ids,
-            *response,
-            *self.missing_end_of_turn(response),
-            *self._encode(text[len(self._context_text) :]),
-        ]
+        if not self._consistency_checked:
+            with self._consistency_lock:
+                if not self._consistency_checked:
+                    self._consistency_checked = True
+                    self._check_prefix_consistency(messages)
+        return self._append(previous_prompt_ids, response_ids, messages)
 
     def missing_end_of_turn(self, response_ids: Sequence[int]) -> list[int]:
         """The end-of-turn ids the response lacks: `end_of_turn_ids` without the longest
@@ -290,6 +382,128 @@ class ChatPromptBuilder:
             if list(response_ids[-k:]) == eot[:k]:
                 return eot[k:]
         return list(eot)
+
+    def _append(
+        self,
+        previous_prompt_ids: Sequence[int],
+        response_ids: Sequence[int],
+        messages: list[dict[str, Any]],
+    ) -> list[int]:
+        response = list(response_ids)
+        return [
+            *previous_prompt_ids,
+            *response,
+            *self.missing_end_of_turn(response),
+            *self._encode(self._messages_text(messages, first=False)),
+        ]
+
+    def _messages_text(self, messages: list[dict[str, Any]], *, first: bool) -> str:
+        """What the template writes for `messages`, generation prompt included, at the start
+        of a conversation (`first`) or after an assistant message: the kind's form filled
+        in where it is trusted, else a render."""
+        found = _kind_and_values(messages)
+        if found is None:
+            return self._rendered_text(messages, first=first)
+        kind, values = found
+        form = self._forms.get((first, kind))
+        if form is not None and form.writes(values):
+            return form.text(values)
+        text = self._rendered_text(messages, first=first)
+        if (first, kind) not in self._forms:
+            self._forms[first, kind] = self._learn_form(messages, values, text, first=first)
+        return text
+
+    def _rendered_text(self, messages: list[dict[str, Any]], *, first: bool) -> str:
+        if first:
+            return self._render(messages, add_generation_prompt=True)
+        text = self._render([*self._context, *messages], add_generation_prompt=True)
+        if not text.startswith(self._context_text):
+            raise ValueError(
+                f"the chat template re-renders earlier messages when a "
+                f"{messages[0].get('role')!r} message is added (without it: "
+                f"{self._context_text!r:.200}; with it: {text!r:.200}), so prompt ids cannot "
+                f"be built by appending; fix the template or pass a chat_template that "
+                f"renders each message on its own"
+            )
+        return text[len(self._context_text) :]
+
+    def _learn_form(
+        self, messages: list[dict[str, Any]], values: list[str], rendered: str, *, first: bool
+    ) -> _MessageForm | None:
+        """The form of `messages`' kind, checked against the template (class docstring), or
+        None where it fails; `values` are their fields' values and `rendered` their text."""
+
+        def filled(pattern: str) -> tuple[list[dict[str, Any]], list[str]]:
+            probe: list[dict[str, Any]] = []
+            probe_values: list[str] = []
+            for message in messages:
+                fields = {
+                    k: pattern.format(placeholder=_placeholder(len(probe_values) + n))
+                    for n, k in enumerate(_fields(message))
+                }
+                probe.append({**message, **fields})
+                probe_values += fields.values()
+            return probe, probe_values
+
+        probe, placeholders = filled("{placeholder}")
+        text = self._rendered_text(probe, first=first)
+        if any(text.count(p) != 1 for p in placeholders):
+            _log_no_form(messages, "does not write each field once")
+            return None
+        at = sorted((text.index(p), n) for n, p in enumerate(placeholders))
+        ends = [0, *(i + len(placeholders[n]) for i, n in at)]
+        starts = [i for i, _ in at] + [len(text)]
+        pieces = tuple(text[end:start] for end, start in zip(ends, starts, strict=True))
+        form = _MessageForm(pieces, tuple(n for _, n in at), keeps_margins=True)
+
+        def renders_as_form(pattern: str) -> bool:
+            probe, probe_values = filled(pattern)
+            return self._rendered_text(probe, first=first) == form.text(probe_values)
+
+        if not renders_as_form(_PROBE_CONTENT):
+            _log_no_form(messages, "changes values (reasoning, escaping or quotes)")
+            return None
+        if not renders_as_form(_PROBE_MARGINS):
+            form = _MessageForm(form.pieces, form.order, keeps_margins=False)
+        if form.writes(values) and form.text(values) != rendered:
+            _log_no_form(messages, "writes these values otherwise than the form")
+            return None
+        return form
+
+    def _check_prefix_consistency(self, messages: list[dict[str, Any]]) -> None:
+        """Log a warning if a conversation built by appending (`_PROBE_REPLIES`, each
+        followed by `messages`) differs from a render of the whole conversation."""
+        conversation = self._context[:-1]
+        prompt = self.start(conversation)
+        for reply in _PROBE_REPLIES:
+            response = [*self._encode(reply), *self.end_of_turn_ids[:1]]
+            prompt = self._append(prompt, response, messages)
+            conversation = [*conversation, {"role": "assistant", "content": reply}, *messages]
+        rendered = self._encode(self._render(conversation, add_generation_prompt=True))
+        if prompt == rendered:
+            return
+        at = next(
+            (k for k, (a, b) in enumerate(zip(prompt, rendered, strict=False)) if a != b),
+            min(len(prompt), len(rendered)),
+        )
+        logger.warning(
+            "the chat template is not prefix-consistent: a conversation built by appending "
+            "differs from a render of the whole conversation at token %d: built %s, rendered "
+            "%s (conversation: %s). ChatPromptBuilder keeps appending, so the policy is "
+            "trained on exactly the tokens it saw; a fresh render of the conversation would "
+            "show it other tokens.",
+            at,
+            self._describe(prompt, at),
+            self._describe(rendered, at),
+            [m["role"] for m in conversation],
+        )
+
+    def _describe(self, ids: list[int], at: int) -> str:
+        """Token `at` of `ids` as ``id (text)``, or ``end of prompt``."""
+        if at >= len(ids):
+            return "end of prompt"
+        decode = getattr(self.tokenizer, "decode", None)
+        return f"{ids[at]} ({decode([ids[at]])!r})" if callable(decode) else str(ids[at])
 
     def _render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool) -> str:
         text = self.tokenizer.apply_chat_template(
@@ -307,6 +521,14 @@ class ChatPromptBuilder:
 
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer.encode(text, add_special_tokens=False))
+
+
+def _log_no_form(messages: list[dict[str, Any]], reason: str) -> None:
+    logger.debug(
+        "ChatPromptBuilder renders %s messages with the template each time: it %s",
+        [m.get("role") for m in messages],
+        reason,
+    )
 
 
 def _as_messages(
