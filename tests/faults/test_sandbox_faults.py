@@ -59,8 +59,20 @@ LIMITS = SandboxLimits(wall_timeout_s=3.0)
 pytestmark = pytest.mark.usefixtures("no_orphans")
 
 
+_EARLIER: set[int] = set()
+"""Processes of this test process that existed before the case's sandbox (another test's
+sandbox may still be alive in the same session): never the case's to find or fault."""
+
+
+def _ours(recursive: bool = True) -> list[psutil.Process]:
+    """This process's children that the case's sandbox started."""
+    return [c for c in psutil.Process().children(recursive=recursive) if c.pid not in _EARLIER]
+
+
 @pytest.fixture
 def sandbox() -> Iterator[Sandbox]:
+    _EARLIER.clear()
+    _EARLIER.update(child.pid for child in psutil.Process().children(recursive=True))
     try:
         box = Sandbox(pool_size=1)
     except SandboxUnavailableError as exc:  # pragma: no cover - depends on the machine
@@ -71,7 +83,7 @@ def sandbox() -> Iterator[Sandbox]:
 
 
 def named(name: str) -> psutil.Process | None:
-    for child in psutil.Process().children(recursive=True):
+    for child in _ours():
         try:
             if child.name() == name:
                 return child
@@ -82,7 +94,7 @@ def named(name: str) -> psutil.Process | None:
 
 def zygote() -> psutil.Process:
     """The zygote: the interpreter whose parent is bubblewrap."""
-    for child in psutil.Process().children(recursive=True):
+    for child in _ours():
         try:
             if child.name().startswith("python") and child.parent().name() == "bwrap":
                 return child
@@ -93,7 +105,7 @@ def zygote() -> psutil.Process:
 
 def bwrap() -> psutil.Process:
     """The bubblewrap process the host started (its direct child named ``bwrap``)."""
-    (process,) = [c for c in psutil.Process().children() if c.name() == "bwrap"]
+    (process,) = [c for c in _ours(recursive=False) if c.name() == "bwrap"]
     return process
 
 
