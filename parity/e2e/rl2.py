@@ -111,7 +111,7 @@ def run_rl2(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         limit_s=LAUNCH_TIMEOUT_S + STEP_TIMEOUT_S * cfg.steps,
         name=f"RL2's CPU run of {cfg.steps} steps",
     )
-    versions.update({name: package_version(name) for name in ("torch", "aiohttp")})
+    versions.update({name: package_version(name) for name in ("torch", "transformers")})
     result = _result(
         read_steps(run_dir / METRICS_FILE), run_dir / WEIGHTS_FILE, run.wall_s, versions
     )

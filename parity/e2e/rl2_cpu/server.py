@@ -8,7 +8,8 @@ the request and response fields RL2 sends and reads, and generates with a real e
 refused with a message rather than imitated.
 
 Endpoints (every error is a JSON ``{"error": {"message": ...}}`` with status 400 for a bad
-request, 409 for a request out of order, 503 while generation is not possible):
+request, 409 for a request out of order, 503 while generation is not possible, 500 when
+the engine fails to load a sync):
 
 - ``POST /generate`` ``{"input_ids": [int], "sampling_params": {...}, "return_logprob":
   bool}`` -> ``{"text", "output_ids", "meta_info": {"id", "prompt_tokens",
@@ -18,8 +19,9 @@ request, 409 for a request out of order, 503 while generation is not possible):
   ``[[log p, token id, None], ...]`` per generated token, the EOS token included, log p from
   the model's logits before temperature (vLLM's ``raw_logprobs``, SGLang's default too).
   ``sampling_params`` takes the SGLang names in `SAMPLING_DEFAULTS`. With ``no_stop_trim`` the
-  text is the decoded ``output_ids`` (a matched EOS token's text included, as SGLang keeps it);
-  without, it is vLLM's text, the stop trimmed. Each request samples with its own seed, drawn
+  text is the decoded ``output_ids`` (a matched EOS token's text included, as SGLang keeps it;
+  after a matched stop string, nothing); without, it is vLLM's text, the stop trimmed (as
+  SGLang's ``trim_matched_stop``). Each request samples with its own seed, drawn
   from the server's ``--seed`` and its arrival order. Requests that wait while the engine runs
   go to it together as one batch.
 - ``POST /update_weights_from_tensor`` ``{"serialized_named_tensors": [entry],
@@ -178,9 +180,11 @@ class _State:
     queue: asyncio.Queue[_Pending] = field(default_factory=asyncio.Queue)
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
 
-    def next_seed(self) -> int:
+    def next_request(self) -> tuple[int, int]:
+        """The next request's number and its sampling seed."""
         self.requests += 1
-        return int(np.random.SeedSequence([self.seed, self.requests]).generate_state(1)[0])
+        seed = np.random.SeedSequence([self.seed, self.requests]).generate_state(1)[0]
+        return self.requests, int(seed)
 
 
 _STATE: web.AppKey[_State] = web.AppKey("state", _State)
@@ -345,9 +349,9 @@ async def _generate(request: web.Request) -> web.Response:
         raise RequestError(400, f"return_logprob must be true or false, got {return_logprob!r}")
     ids = _input_ids(body["input_ids"], state.engine)
     sampling = _sampling(body.get("sampling_params"))
+    number, seed = state.next_request()
     pending = _Pending(
-        GenerateRequest(ids, sampling, state.next_seed()),
-        asyncio.get_running_loop().create_future(),
+        GenerateRequest(ids, sampling, seed), asyncio.get_running_loop().create_future()
     )
     await state.queue.put(pending)
     output = await pending.done
@@ -357,7 +361,7 @@ async def _generate(request: web.Request) -> web.Response:
         else {"type": "length", "length": len(output.token_ids)}
     )
     meta: dict[str, Any] = {
-        "id": str(state.requests),
+        "id": str(number),
         "prompt_tokens": len(ids),
         "completion_tokens": len(output.token_ids),
         "finish_reason": finish,
@@ -413,7 +417,11 @@ async def _update_weights(request: web.Request) -> web.Response:
         )
     weights, state.kept = list(state.kept.items()), {}
     loop = asyncio.get_running_loop()
-    await loop.run_in_executor(state.executor, engine.load_weights, weights)
+    try:
+        await loop.run_in_executor(state.executor, engine.load_weights, weights)
+    except Exception as error:
+        logger.exception("loading %d tensors failed", len(weights))
+        raise RequestError(500, f"loading the weights failed: {error}") from error
     state.weight_version += 1
     _report(state, weights)
     logger.info("weight version %d: %d tensors loaded", state.weight_version, len(weights))
@@ -457,8 +465,9 @@ async def _health_generate(request: web.Request) -> web.Response:
     if state.released:
         raise RequestError(503, "memory is released: no generation until it is resumed")
     probe = {**SAMPLING_DEFAULTS, "max_new_tokens": 1, "temperature": 0.0}
+    _, seed = state.next_request()
     pending = _Pending(
-        GenerateRequest([0], probe, state.next_seed()), asyncio.get_running_loop().create_future()
+        GenerateRequest([0], probe, seed), asyncio.get_running_loop().create_future()
     )
     await state.queue.put(pending)
     await pending.done
@@ -542,11 +551,12 @@ class VLLMEngine:
         matched = None
         if completion.finish_reason == "stop":
             matched = completion.stop_reason if completion.stop_reason is not None else ids[-1]
-        text = (
-            self.tokenizer.decode(ids, skip_special_tokens=request.sampling["skip_special_tokens"])
-            if request.sampling["no_stop_trim"]
-            else completion.text
-        )
+        text = completion.text
+        if request.sampling["no_stop_trim"]:  # SGLang: the stop kept, nothing after it
+            skip = request.sampling["skip_special_tokens"]
+            text = self.tokenizer.decode(ids, skip_special_tokens=skip)
+            if isinstance(matched, str) and matched in text:
+                text = text[: text.index(matched) + len(matched)]
         return Generated(ids, logprobs, completion.finish_reason, matched, text)
 
     def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
