@@ -53,7 +53,6 @@ import argparse
 import asyncio
 import json
 import logging
-import math
 import os
 from collections.abc import AsyncIterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -66,7 +65,7 @@ import torch
 from aiohttp import web
 
 from parity.e2e.rl2_cpu.protocol import PayloadError, decode_named_tensors
-from parity.shared.vllm_weights import changed_from, checkpoint_tensors, reload
+from parity.shared.vllm_weights import SyncReport, checkpoint_weights, reload
 
 __all__ = [
     "KV_CACHE_BYTES",
@@ -175,13 +174,14 @@ class _State:
     engine: Engine
     seed: int
     report_dir: Path | None
-    start: dict[str, torch.Tensor] | None
+    model_dir: Path | None
     released: bool = False
     weight_version: int = 0
     requests: int = 0
     kept: dict[str, torch.Tensor] = field(default_factory=dict)
     queue: asyncio.Queue[_Pending] = field(default_factory=asyncio.Queue)
     executor: ThreadPoolExecutor = field(default_factory=lambda: ThreadPoolExecutor(1))
+    report: SyncReport = field(default_factory=SyncReport)
 
     def next_request(self) -> tuple[int, int]:
         """The next request's number and its sampling seed."""
@@ -198,7 +198,7 @@ def make_app(
     *,
     seed: int = 0,
     report_dir: Path | None = None,
-    start: dict[str, torch.Tensor] | None = None,
+    model_dir: Path | None = None,
 ) -> web.Application:
     """The stand-in's application around `engine` (module docstring).
 
@@ -206,10 +206,11 @@ def make_app(
         engine: Generates and loads weights.
         seed: Base of the per-request sampling seeds.
         report_dir: Where `WEIGHTS_FILE` goes after each weight load (None: nowhere).
-        start: The start weights that report compares with (needed with `report_dir`).
+        model_dir: The start checkpoint that report compares with (needed with
+            `report_dir`; `parity.shared.vllm_weights.SyncReport`).
     """
     app = web.Application(middlewares=[_errors_as_json], client_max_size=1 << 30)
-    app[_STATE] = _State(engine, seed, report_dir, start)
+    app[_STATE] = _State(engine, seed, report_dir, model_dir)
     app.router.add_post("/generate", _generate)
     app.router.add_post("/update_weights_from_tensor", _update_weights)
     app.router.add_post("/release_memory_occupation", _release)
@@ -432,17 +433,13 @@ async def _update_weights(request: web.Request) -> web.Response:
 
 
 def _report(state: _State, weights: list[tuple[str, torch.Tensor]]) -> None:
-    """Write `WEIGHTS_FILE`: the loads so far, whether each parameter differs from the start
-    weights, and whether all are finite."""
-    if state.report_dir is None or state.start is None:
+    """Write `WEIGHTS_FILE` (`parity.shared.vllm_weights.SyncReport`: the loads so far, which
+    parameters differ from the start checkpoint, whether all are finite); a tied
+    ``lm_head.weight`` is left out (the checkpoint has none: it is the embedding)."""
+    if state.report_dir is None or state.model_dir is None:
         return
     kept = [(n, t) for n, t in weights if n in state.engine.parameter_shapes]
-    report = {
-        "syncs": state.weight_version,
-        "changed": changed_from(state.start, kept),
-        "finite": all(math.isfinite(float(t.float().abs().max())) for _, t in kept),
-    }
-    (state.report_dir / WEIGHTS_FILE).write_text(json.dumps(report))
+    state.report.write(state.report_dir / WEIGHTS_FILE, state.model_dir, kept)
 
 
 async def _release(request: web.Request) -> web.Response:
@@ -510,7 +507,7 @@ class VLLMEngine:
         model_config = self._llm.llm_engine.model_config
         self.max_model_len = int(model_config.max_model_len)
         self.vocab_size = int(model_config.get_vocab_size())
-        self.start = checkpoint_tensors(model_path)
+        self.start = checkpoint_weights(model_path)
         self.parameter_shapes = {name: tuple(t.shape) for name, t in self.start.items()}
         tied = getattr(model_config.hf_config, "tie_word_embeddings", False)
         self.optional_parameters = frozenset({"lm_head.weight"} if tied else ())
@@ -606,7 +603,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     engine = VLLMEngine(
         server_args["model_path"], dtype=server_args.get("dtype", "auto"), seed=args.seed
     )
-    app = make_app(engine, seed=args.seed, report_dir=args.report_dir, start=engine.start)
+    app = make_app(
+        engine,
+        seed=args.seed,
+        report_dir=args.report_dir,
+        model_dir=Path(server_args["model_path"]),
+    )
     web.run_app(app, host=args.host, port=args.port, print=None, access_log=None)
 
 
