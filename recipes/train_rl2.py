@@ -43,13 +43,6 @@ import numpy as np
 
 from xpgym.recipe_args import parse_dataclass_args
 
-ESTIMATOR = {  # --algorithm -> (adv.estimator, adv.norm_var)
-    "rebn": ("xpgym_rebn", False),
-    "reinforce": ("xpgym_reinforce", False),
-    "grpo": ("reinforce", True),
-    "dr_grpo": ("reinforce", False),
-}
-
 
 @dataclass
 class Args:
@@ -73,8 +66,10 @@ class Args:
 
 def check_args(args: Args) -> None:
     """Refuse flags RL2 cannot run together, before anything is written."""
-    if args.algorithm not in ESTIMATOR:
-        raise SystemExit(f"--algorithm must be one of {sorted(ESTIMATOR)}, got {args.algorithm!r}")
+    from xpgym.adapters.rl2 import ALGORITHMS
+
+    if args.algorithm not in ALGORITHMS:
+        raise SystemExit(f"--algorithm must be one of {sorted(ALGORITHMS)}, got {args.algorithm!r}")
     if args.algorithm in ("grpo", "dr_grpo") and args.responses_per_prompt < 2:
         raise SystemExit(f"--algorithm {args.algorithm} needs --responses-per-prompt >= 2")
 
@@ -86,52 +81,23 @@ def check_args(args: Args) -> None:
 
 def rl2_overrides(args: Args, out_dir: Path) -> list[str]:
     """Hydra overrides of RL2's ``ppo`` config for this run."""
-    from xpgym.adapters.rl2 import ENV_PATH
+    from xpgym.adapters.rl2 import ppo_overrides
 
-    estimator, norm_var = ESTIMATOR[args.algorithm]
-    data = out_dir / "train.jsonl"
-    return [
-        f"train_data.path={data}",
-        f"train_data.prompts_per_rollout={args.prompts_per_rollout}",
-        f"train_data.responses_per_prompt={args.responses_per_prompt}",
-        f"test_data.path={data}",
-        f"actor.model_name={args.model}",
-        f"actor.max_length_per_device={args.max_length_per_device}",
-        f"actor.lr={args.lr}",
-        "actor.weight_decay=0.0",
-        "actor.max_grad_norm=1.0",
-        "actor.scheduler=constant",
-        "actor.warmup_ratio=0.0",
-        "actor.clip=0.2",
-        "actor.kl.coef=0.0",
-        f"actor.update_per_rollout={args.update_per_rollout}",
-        f"rollout.max_turns={args.max_turns}",
-        f"rollout.env_path={ENV_PATH}",
-        "rollout.dynamic_filtering=false",
-        "rollout.train_sampling_params.temperature=1.0",
-        f"rollout.train_sampling_params.max_new_tokens={args.max_new_tokens}",
-        "+rollout.train_sampling_params.skip_special_tokens=false",
-        f"adv.estimator={estimator}",
-        f"adv.gamma={args.gamma}",
-        f"adv.norm_var={str(norm_var).lower()}",
-        "trainer.project=xpgym",
-        f"trainer.experiment_name={args.env_id.replace(':', '_')}-{args.algorithm}",
-        f"trainer.save_dir={out_dir / 'checkpoints'}",
-        "trainer.use_wandb=false",
-    ]
-
-
-def compose_config(overrides: list[str]) -> Any:
-    """RL2's ``ppo`` config with Hydra `overrides` (`rl2_overrides`) applied (no GPU)."""
-    import importlib.util
-
-    from hydra import compose, initialize_config_dir
-
-    # The package's location, without importing RL2.trainer (it needs wandb and SGLang).
-    (package_dir,) = importlib.util.find_spec("RL2").submodule_search_locations
-    config_dir = Path(package_dir) / "trainer" / "config"
-    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
-        return compose(config_name="ppo", overrides=overrides)
+    return ppo_overrides(
+        model=args.model,
+        data_path=out_dir / "train.jsonl",
+        save_dir=out_dir / "checkpoints",
+        algorithm=args.algorithm,
+        gamma=args.gamma,
+        prompts_per_rollout=args.prompts_per_rollout,
+        responses_per_prompt=args.responses_per_prompt,
+        update_per_rollout=args.update_per_rollout,
+        lr=args.lr,
+        max_turns=args.max_turns,
+        max_new_tokens=args.max_new_tokens,
+        max_length_per_device=args.max_length_per_device,
+        experiment_name=f"{args.env_id.replace(':', '_')}-{args.algorithm}",
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -141,16 +107,15 @@ def compose_config(overrides: list[str]) -> Any:
 
 def write_dataset(args: Args, out_dir: Path) -> list[dict[str, Any]]:
     """One JSONL row per task: only ``extra_info`` (no ``prompt``: the env module resets)."""
-    from xpgym.adapters.rl2 import make_extra_info
+    from xpgym.adapters.rl2 import write_dataset as write_rows
     from xpgym.rollout.runner import make_tasks
 
-    rows = [
-        {"extra_info": make_extra_info(task, tokenizer=args.model, max_turns=args.max_turns)}
-        for task in make_tasks(args.env_id, args.num_tasks, seed=args.seed)
-    ]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
-    return rows
+    return write_rows(
+        out_dir / "train.jsonl",
+        make_tasks(args.env_id, args.num_tasks, seed=args.seed),
+        tokenizer=args.model,
+        max_turns=args.max_turns,
+    )
 
 
 def launch(args: Args, out_dir: Path) -> None:
@@ -167,17 +132,11 @@ def launch(args: Args, out_dir: Path) -> None:
 
 
 def rl2_worker(overrides: list[str]) -> None:
-    """Inside torchrun: install xpgym's advantage override and infra-error masking, then run
-    RL2's trainer on its ``ppo`` config with `overrides`. RL2's ``main`` is called without its
-    ``@hydra.main`` wrapper, which finds the config only when RL2 runs as ``python -m
-    RL2.trainer.ppo`` (its config folder is not a package)."""
-    from RL2.trainer import ppo
+    """Inside torchrun: RL2's trainer on its ``ppo`` config with `overrides`, xpgym's
+    advantage override and infra-error masking installed (`xpgym.adapters.rl2.train`)."""
+    from xpgym.adapters.rl2 import train
 
-    from xpgym.adapters.rl2 import install_infra_masking, install_turn_advantages
-
-    install_turn_advantages()
-    install_infra_masking()
-    ppo.main.__wrapped__(compose_config(overrides))
+    train(overrides)
 
 
 # --------------------------------------------------------------------------------------
@@ -192,14 +151,14 @@ def dry_run(args: Args, out_dir: Path) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     import xpgym
-    from xpgym.adapters.rl2 import ENV_PATH, to_tensor_dict
+    from xpgym.adapters.rl2 import ENV_PATH, ppo_config, to_tensor_dict
     from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
     from xpgym.rollout.collector import collect_episodes
     from xpgym.rollout.policies.hf import HFPolicy
 
     overrides = rl2_overrides(args, out_dir)
     rows = write_dataset(args, out_dir)
-    OmegaConf.save(compose_config(overrides), out_dir / "ppo.yaml", resolve=True)
+    OmegaConf.save(ppo_config(overrides), out_dir / "ppo.yaml", resolve=True)
     env_module = runpy.run_path(ENV_PATH)  # loaded by path, as RL2's rollout does
 
     # A tiny offline model stands in for --model and SGLang: one batch of episodes.

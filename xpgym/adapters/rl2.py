@@ -24,6 +24,10 @@ differs (see the end of this docstring). Three parts:
    its sequences (``cu_seqs``), then ReBN over all turns, exactly as `xpgym.training.advantages`.
    It patches ``RL2.trainer.ppo.compute_advantages`` (the name RL2's trainer calls); other
    estimators go to RL2's own function.
+4. **Launch configuration** `ppo_overrides` / `ppo_config` / `write_dataset` / `train`: RL2's
+   ``ppo`` config for a run on xpgym's env module, the task rows its dataloader reads, and
+   RL2's trainer run with the override and the infra-error masking installed
+   (``recipes/train_rl2.py`` runs `train` under torchrun).
 
 Tensor dict (``N`` sequences, right-padded with 0 to the longest, ``L - 1`` positions)
 ----------------------------------------------------------------------------------
@@ -72,6 +76,7 @@ with token ids from SGLang; config keys moved (``rollout.train.*``,
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -96,6 +101,7 @@ from xpgym.rollout.runner import (  # noqa: E402
 )
 from xpgym.training.advantages import (  # noqa: E402
     TOKEN_ESTIMATORS,
+    CriticFreeAlgorithm,
     TokenEstimator,
     token_advantages,
 )
@@ -106,6 +112,7 @@ from xpgym.training.layouts import (  # noqa: E402
 )
 
 __all__ = [
+    "ALGORITHMS",
     "ENV_PATH",
     "ESTIMATORS",
     "INFRA_ERROR_KEY",
@@ -114,9 +121,13 @@ __all__ = [
     "install_turn_advantages",
     "make_extra_info",
     "mask_infra_sample",
+    "ppo_config",
+    "ppo_overrides",
     "reset",
     "step",
     "to_tensor_dict",
+    "train",
+    "write_dataset",
 ]
 
 logger = logging.getLogger(__name__)
@@ -372,3 +383,122 @@ async def step(state_text: str, action_text: str, extra_info: dict[str, Any]) ->
         "done": done,
         "extra_info": extra_info,
     }
+
+
+# --------------------------------------------------------------------------------------
+# Launch configuration (RL2's ``ppo`` config for the env module)
+# --------------------------------------------------------------------------------------
+
+ALGORITHMS: dict[CriticFreeAlgorithm, tuple[str, bool]] = {
+    "rebn": ("xpgym_rebn", False),
+    "reinforce": ("xpgym_reinforce", False),
+    "grpo": ("reinforce", True),
+    "dr_grpo": ("reinforce", False),
+}
+"""Algorithm name -> (``adv.estimator``, ``adv.norm_var``): per-turn ``xpgym_*`` through
+`install_turn_advantages`, the group ones through RL2's own trajectory-level ``reinforce``
+(``grpo`` with ``norm_var``). RL2 0.0.2 has no RLOO."""
+
+
+def ppo_overrides(
+    *,
+    model: str,
+    data_path: Path,
+    save_dir: Path,
+    algorithm: CriticFreeAlgorithm = "rebn",
+    gamma: float = 0.9,
+    prompts_per_rollout: int = 32,
+    responses_per_prompt: int = 1,
+    update_per_rollout: int = 2,
+    lr: float = 1e-6,
+    max_turns: int = 10,
+    max_new_tokens: int = 4096,
+    max_length_per_device: int = 16384,
+    experiment_name: str = "xpgym",
+) -> list[str]:
+    """Hydra overrides of RL2's ``ppo`` config that train on `ENV_PATH`'s env module.
+
+    The task rows are read from `data_path` (`write_dataset`); RL2's checkpoints and final
+    model go to `save_dir`. Optimiser and sampling follow the GEM paper (no weight decay,
+    grad clip 1.0, constant lr without warm-up, clip 0.2, no KL, temperature 1); RL2 samples
+    with ``skip_special_tokens=false`` so that the action text it hands the env module keeps
+    the end-of-turn token. The estimator comes from `ALGORITHMS`.
+
+    Raises:
+        ValueError: `algorithm` is not in `ALGORITHMS`.
+    """
+    if algorithm not in ALGORITHMS:
+        raise ValueError(f"algorithm must be one of {sorted(ALGORITHMS)}, got {algorithm!r}")
+    estimator, norm_var = ALGORITHMS[algorithm]
+    return [
+        f"train_data.path={data_path}",
+        f"train_data.prompts_per_rollout={prompts_per_rollout}",
+        f"train_data.responses_per_prompt={responses_per_prompt}",
+        f"test_data.path={data_path}",
+        f"actor.model_name={model}",
+        f"actor.max_length_per_device={max_length_per_device}",
+        f"actor.lr={lr}",
+        "actor.weight_decay=0.0",
+        "actor.max_grad_norm=1.0",
+        "actor.scheduler=constant",
+        "actor.warmup_ratio=0.0",
+        "actor.clip=0.2",
+        "actor.kl.coef=0.0",
+        f"actor.update_per_rollout={update_per_rollout}",
+        f"rollout.max_turns={max_turns}",
+        f"rollout.env_path={ENV_PATH}",
+        "rollout.dynamic_filtering=false",
+        "rollout.train_sampling_params.temperature=1.0",
+        f"rollout.train_sampling_params.max_new_tokens={max_new_tokens}",
+        "+rollout.train_sampling_params.skip_special_tokens=false",
+        f"adv.estimator={estimator}",
+        f"adv.gamma={gamma}",
+        f"adv.norm_var={str(norm_var).lower()}",
+        "trainer.project=xpgym",
+        f"trainer.experiment_name={experiment_name}",
+        f"trainer.save_dir={save_dir}",
+        "trainer.use_wandb=false",
+    ]
+
+
+def ppo_config(overrides: Sequence[str]) -> Any:
+    """RL2's ``ppo`` config (an ``omegaconf.DictConfig``) with Hydra `overrides` applied,
+    composed from RL2's own config directory (RL2 is not imported: no GPU needed)."""
+    import importlib.util
+
+    from hydra import compose, initialize_config_dir
+
+    spec = importlib.util.find_spec("RL2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(f"cannot find RL2 (rl-square); {_INSTALL}")
+    (package_dir,) = spec.submodule_search_locations
+    config_dir = Path(package_dir) / "trainer" / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        return compose(config_name="ppo", overrides=list(overrides))
+
+
+def write_dataset(
+    path: Path, tasks: Sequence[EpisodeTask], *, tokenizer: str, max_turns: int
+) -> list[dict[str, Any]]:
+    """Write the JSONL task rows RL2's dataloader reads (`ppo_overrides`' `data_path`): one
+    row per task with only ``extra_info`` (`make_extra_info`; no ``prompt``: the env module
+    resets). Returns the rows."""
+    rows = [
+        {"extra_info": make_extra_info(task, tokenizer=tokenizer, max_turns=max_turns)}
+        for task in tasks
+    ]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return rows
+
+
+def train(overrides: Sequence[str]) -> None:
+    """In every trainer process (torchrun's): install `install_turn_advantages` and
+    `install_infra_masking`, then run RL2's ``main`` on `ppo_config` of `overrides`. RL2's
+    ``main`` is called without its ``@hydra.main`` wrapper, which finds the config only when
+    RL2 runs as ``python -m RL2.trainer.ppo`` (its config folder is not a package)."""
+    from RL2.trainer import ppo
+
+    install_turn_advantages()
+    install_infra_masking()
+    ppo.main.__wrapped__(ppo_config(overrides))

@@ -59,7 +59,7 @@ Importing this package imports only the standard library and `parity.shared.trai
 
 from __future__ import annotations
 
-from parity.shared.trainer_code import package_version
+from parity.shared.trainer_code import check_pins
 
 __all__ = ["PINS", "REPORT_DIR_ENV", "UNUSED_IMPORTS", "check_versions"]
 
@@ -81,19 +81,7 @@ def check_versions() -> dict[str, str]:
     Raises:
         RuntimeError: one is missing or not at its pinned version (names every mismatch).
     """
-    found = {name: package_version(name) for name in PINS}
-    wrong = [
-        f"{name}=={pinned} (found {found[name]})"
-        for name, pinned in PINS.items()
-        if found[name] != pinned
-    ]
-    if wrong:
-        raise RuntimeError(
-            "parity.e2e.oat_cpu is a test harness pinned to exact versions; install "
-            + ", ".join(wrong)
-            + " (scripts/setup.sh installs them)"
-        )
-    return found
+    return check_pins(PINS, "parity.e2e.oat_cpu")
 
 
 UNUSED_IMPORTS = (

@@ -78,7 +78,7 @@ library: the ``sitecustomize`` loads it in every process of a run.
 
 from __future__ import annotations
 
-from parity.shared.trainer_code import package_version
+from parity.shared.trainer_code import check_pins
 
 __all__ = ["PINS", "REPORT_DIR_ENV", "check_versions"]
 
@@ -100,16 +100,4 @@ def check_versions() -> dict[str, str]:
     Raises:
         RuntimeError: one is missing or not at its pinned version (names every mismatch).
     """
-    found = {name: package_version(name) for name in PINS}
-    wrong = [
-        f"{name}=={pinned} (found {found[name]})"
-        for name, pinned in PINS.items()
-        if found[name] != pinned
-    ]
-    if wrong:
-        raise RuntimeError(
-            "parity.e2e.openrlhf_cpu is a test harness pinned to exact versions; install "
-            + ", ".join(wrong)
-            + " (scripts/setup.sh installs them)"
-        )
-    return found
+    return check_pins(PINS, "parity.e2e.openrlhf_cpu")

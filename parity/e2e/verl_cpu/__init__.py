@@ -45,7 +45,7 @@ hang).
 
 from __future__ import annotations
 
-from parity.shared.trainer_code import package_version
+from parity.shared.trainer_code import check_pins
 
 __all__ = [
     "PINS",
@@ -89,17 +89,4 @@ def check_versions(rollout: str = ROLLOUT_NAME) -> dict[str, str]:
     """
     if rollout not in ROLLOUT_PINS:
         raise ValueError(f"unknown rollout {rollout!r}; the harness runs {', '.join(ROLLOUTS)}")
-    pins = {**PINS, **ROLLOUT_PINS[rollout]}
-    found = {name: package_version(name) for name in pins}
-    wrong = [
-        f"{name}=={pinned} (found {found[name]})"
-        for name, pinned in pins.items()
-        if found[name] != pinned
-    ]
-    if wrong:
-        raise RuntimeError(
-            "parity.e2e.verl_cpu is a test harness pinned to exact versions; install "
-            + ", ".join(wrong)
-            + " (scripts/setup.sh installs them)"
-        )
-    return found
+    return check_pins({**PINS, **ROLLOUT_PINS[rollout]}, "parity.e2e.verl_cpu")
