@@ -239,3 +239,19 @@ def test_a_tool_with_a_leased_resource_makes_the_env_unforkable():
 
 def test_a_remote_env_says_it_cannot_fork():
     assert not RemoteEnv.can_fork(object.__new__(RemoteEnv))
+
+
+def test_forked_branches_lay_out_as_a_tree_for_tree_advantages(vecs):
+    from xpgym.training.advantages import episode_scores, tree_advantages, tree_nodes, turn_rewards
+
+    vecs.append(xpgym.make_vec(EASY, 2))
+    collector = RolloutCollector(vecs[-1], RandomGuesses(4), record_states=True)
+    parent = max(collector.collect(2, seed=2), key=lambda e: len(e.turns))
+    episodes = [parent, *collector.fork(parent, 1, 3)]
+    roots, nodes = tree_nodes(episodes)
+    assert roots == [parent.group_id] * 4
+    rewards, mask = turn_rewards(episodes)
+    scores = episode_scores(rewards, mask)
+    out = tree_advantages(scores, mask, roots, nodes)
+    np.testing.assert_allclose(out.sum(axis=1), scores - scores.mean(), atol=1e-12)
+    np.testing.assert_array_equal(out[:, 0], 0.0)  # every episode shares turn 0
