@@ -41,6 +41,21 @@ class RandomGuesses:
         return out
 
 
+class HistoryGuesses:
+    """Guesses ``lo + (assistant messages so far)``: its answer depends on the whole
+    conversation it is given."""
+
+    tokenizer = None
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
+        out = []
+        for messages in prompts:
+            lo = int(_RANGE.search(messages[0]["content"]).group(1))
+            said = sum(m["role"] == "assistant" for m in messages)
+            out.append(Generation(text=f"\\boxed{{{lo + said}}}"))
+        return out
+
+
 class Replay:
     """Answers each prompt with the generation an episode recorded for it (token ids,
     log-probs, text, finish reason): replays the episode's actions."""
@@ -124,6 +139,17 @@ def test_a_branch_replaying_the_parents_actions_reproduces_its_tokens(vecs):
             assert without_fork_fields(branch) == without_fork_fields(parent)
 
 
+def test_a_branch_in_messages_mode_gets_the_parents_conversation(vecs):
+    vecs.append(xpgym.make_vec(EASY, 2))
+    collector = RolloutCollector(vecs[-1], HistoryGuesses(), record_states=True)
+    assert collector.prompt_mode == "messages"
+    parent = collector.collect(1, seed=0)[0]
+    assert len(parent.turns) >= 3
+    for turn in (1, len(parent.turns) - 1):
+        (branch,) = collector.fork(parent, turn, 1)
+        assert without_fork_fields(branch) == without_fork_fields(parent)
+
+
 def forked_with_random_guesses(vec: Any) -> list[Episode]:
     """Three branches from the middle of the longest of 4 seeded episodes (groups of 2)."""
     collector = RolloutCollector(vec, RandomGuesses(7), record_states=True)
@@ -184,6 +210,23 @@ def test_forking_an_env_that_cannot_fork_names_the_env():
         (episode,) = collector.collect(1, seed=0)
         with pytest.raises(ValueError, match=re.escape(f"its env {EASY!r} cannot fork")):
             collector.fork(episode, 0, 2)
+    finally:
+        vec.close()
+
+
+class Stateless(Unforkable):
+    """An env without snapshots at all."""
+
+    def get_state(self) -> dict[str, Any]:
+        raise NotImplementedError("no snapshots here")
+
+
+def test_recording_skips_envs_that_cannot_fork_and_collects_as_before():
+    vec = SyncVectorEnv([lambda: Stateless(xpgym.make(EASY))])
+    try:
+        recording = RolloutCollector(vec, RandomGuesses(3), record_states=True)
+        plain = RolloutCollector(vec, RandomGuesses(3))
+        assert recording.collect(1, seed=4)[0].to_json() == plain.collect(1, seed=4)[0].to_json()
     finally:
         vec.close()
 

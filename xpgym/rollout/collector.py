@@ -149,11 +149,17 @@ class _Work:
 @dataclass
 class _ForkPoint:
     """An episode before one of its turns: the sub-env's state, the observation and, in
-    ``"messages"`` mode, the conversation (``"tokens"`` mode uses the turn's prompt ids)."""
+    ``"messages"`` mode, the conversation: the first `num_messages` of `messages`, the
+    episode's own list, which only grows (``"tokens"`` mode uses the turn's prompt ids)."""
 
     state: Any
     observation: Any
     messages: list[chat.Message] | None
+    num_messages: int
+
+    def conversation(self) -> list[chat.Message]:
+        """A copy of the conversation at this point (empty outside ``"messages"`` mode)."""
+        return copy.deepcopy((self.messages or [])[: self.num_messages])
 
 
 @dataclass
@@ -464,9 +470,10 @@ class RolloutCollector:
             if not leaders and not members:
                 return
             self._reset(state, leaders, members)
-            if (group_size > 1 or self.record_states) and leaders:
-                snapshots = self._get_states([i for i, _ in leaders])
-                for (_, work), snapshot in zip(leaders, snapshots, strict=True):
+            kept = [(i, w) for i, w in leaders if group_size > 1 or self._can_fork(i)]
+            if kept:
+                snapshots = self._get_states([i for i, _ in kept])
+                for (_, work), snapshot in zip(kept, snapshots, strict=True):
                     state.groups[work.group].snapshot = snapshot
             for i, work in members:
                 group = state.groups[work.group]
@@ -552,7 +559,7 @@ class RolloutCollector:
                 prompt = prompt_ids = self.prompt_builder.start(first)
         elif self.prompt_mode == "messages":
             if branching is not None:
-                messages = copy.deepcopy(branching.point.messages) or []
+                messages = branching.point.conversation()
             else:
                 messages = recorder.first_messages(observation)
             prompt = [dict(m) for m in messages]
@@ -574,8 +581,8 @@ class RolloutCollector:
         return self._forkable is not None and self._forkable[i]
 
     def _fork_point(self, env_state: Any, run: _Run) -> _ForkPoint:
-        messages = copy.deepcopy(run.messages) if run.messages is not None else None
-        return _ForkPoint(env_state, copy.deepcopy(run.observation), messages)
+        length = len(run.messages) if run.messages is not None else 0
+        return _ForkPoint(env_state, copy.deepcopy(run.observation), run.messages, length)
 
     # -- prompts -------------------------------------------------------------------------
     def _advance(
