@@ -551,7 +551,7 @@ def gigpo(
         group_ids: ``[B]`` episode group of each episode (start state), not None.
         state_keys: Per episode, at least one hashable key per valid turn: the state the
             turn acted on (`turn_state_keys`); keys are compared within an episode group.
-        gamma: Discount of the step returns, ``0 <= gamma <= 1`` (the paper uses 0.95).
+        gamma: Discount of the step returns, ``0 <= gamma <= 1``.
         omega: Weight of the step-level advantage (1 in the paper).
         normalize, std, eps, single_member: Above.
 
