@@ -189,3 +189,26 @@ def test_from_dict_refuses_unknown_fields() -> None:
         Episode.from_dict(
             {"env_id": "e", "turns": [{"observation": "", "action": "", "reward": 0.0, "x": 1}]}
         )
+
+
+def test_a_branchs_fork_fields_round_trip_through_json() -> None:
+    branch = Episode(
+        env_id="toy",
+        turns=[Turn("o", "a", 1.0, terminated=True)],
+        episode_id="g-0/1@2/0",
+        parent_id="g-0/1",
+        parent_turn=2,
+    )
+    data = branch.to_dict()
+    assert (data["episode_id"], data["parent_id"], data["parent_turn"]) == ("g-0/1@2/0", "g-0/1", 2)
+    assert Episode.from_json(branch.to_json()) == branch
+
+
+def test_an_episode_without_fork_fields_has_none_in_its_json() -> None:
+    data = Episode(env_id="toy", turns=[Turn("o", "a", 1.0, terminated=True)]).to_dict()
+    assert not {"episode_id", "parent_id", "parent_turn"} & set(data)
+
+
+def test_parent_id_and_parent_turn_are_set_together() -> None:
+    with pytest.raises(ValueError, match="set together"):
+        Episode(env_id="toy", parent_id="p")

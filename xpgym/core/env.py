@@ -383,6 +383,19 @@ class Env(EnvCore, Generic[ObsType]):
         """
         raise NotImplementedError(f"{type(self).__name__} does not implement set_state()")
 
+    def can_fork(self) -> bool:
+        """Whether an episode of this env can be forked: continued several ways from a
+        `get_state` snapshot taken at any turn (`xpgym.rollout.collector.RolloutCollector.fork`).
+
+        Forking needs the whole episode state in the snapshot: ``set_state`` of a snapshot,
+        any number of times and on any env of the same spec, must continue the episode
+        exactly as it went on after the snapshot was taken. An env whose state lives
+        outside the process and is not in its snapshot (a sandbox session, a remote env, an
+        MCP server's per-session data) returns `False`; wrappers answer for their own state
+        and the env they wrap. Default: whether the class implements `get_state`.
+        """
+        return type(self).get_state is not Env.get_state
+
     @property
     def unwrapped(self) -> Env:
         """The innermost env, below every wrapper."""
@@ -453,6 +466,10 @@ class Wrapper(Env[ObsType]):
 
     def get_state(self) -> dict[str, Any]:
         return {"wrapper": self.get_wrapper_state(), "env": self.env.get_state()}
+
+    def can_fork(self) -> bool:
+        """The wrapped env's answer (a wrapper's own state is in its `get_wrapper_state`)."""
+        return self.env.can_fork()
 
     def set_state(self, state: dict[str, Any]) -> None:
         self.env.set_state(state["env"])

@@ -56,6 +56,8 @@ UNGROUPED_PREFIX = "xpgym-ungrouped-"
 INFRA_GROUP_PREFIX = "xpgym-infra-error-"
 """Group id given to an infra-error episode: this prefix and the episode's index."""
 
+_FORK_FIELDS = ("episode_id", "parent_id", "parent_turn")
+
 # --------------------------------------------------------------------------------------
 # Turn and Episode
 # --------------------------------------------------------------------------------------
@@ -130,11 +132,20 @@ class Episode:
         infra_error: The infrastructure failure that ended the episode (`xpgym.core.errors`),
             or `None`. A dict ``{"kind", "message"}`` is accepted and becomes an
             `InfraCause`.
+        episode_id: A name of this episode, unique within a collection, or `None`. The
+            collector gives one only when it records fork points
+            (``RolloutCollector(record_states=True)``).
+        parent_id: For a branch forked from another episode (`RolloutCollector.fork`): that
+            episode's `episode_id`; else `None`.
+        parent_turn: For a branch: the index of the turn it was forked at. The branch's
+            turns ``0 .. parent_turn - 1`` are copies of the parent's (the shared prefix);
+            turn ``parent_turn`` onwards is its own continuation.
 
     JSON: `to_dict` of an infra-error episode adds ``"outcome": "infra_error"`` and
     ``"infra_error": {"kind", "message"}``; an ok episode's JSON has neither (it is byte for
     byte what it was before outcomes existed), and `from_dict` reads JSON without them as
-    ``"ok"``.
+    ``"ok"``. The three fork fields appear in the JSON only when set, so the JSON of an
+    episode that is not a branch and has no id is unchanged by them.
     """
 
     env_id: str
@@ -143,10 +154,20 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     infra_error: InfraCause | None = None
+    episode_id: str | None = None
+    parent_id: str | None = None
+    parent_turn: int | None = None
 
     def __post_init__(self) -> None:
         if self.seed is not None:
             self.seed = operator.index(self.seed)
+        if self.parent_turn is not None:
+            self.parent_turn = operator.index(self.parent_turn)
+        if (self.parent_id is None) != (self.parent_turn is None):
+            raise ValueError(
+                f"Episode.parent_id ({self.parent_id!r}) and parent_turn "
+                f"({self.parent_turn!r}) are set together (a branch) or not at all"
+            )
         if isinstance(self.infra_error, Mapping):
             self.infra_error = InfraCause.from_dict(self.infra_error)
         elif self.infra_error is not None and not isinstance(self.infra_error, InfraCause):
@@ -186,6 +207,9 @@ class Episode:
         ]
         for name in ("env_id", "seed", "group_id", "info"):
             data[name] = _json_copy(data[name], f"Episode.{name}")
+        for name in _FORK_FIELDS:  # only when set: other episodes' JSON is as it was
+            if data[name] is None:
+                del data[name]
         del data["infra_error"]
         if self.infra_error is not None:  # an ok episode's JSON is what it was before outcomes
             data["outcome"] = self.outcome

@@ -286,6 +286,12 @@ class RemoteEnv(Env[str]):
             self._session_call("set_state", {"state": state})
             self._steps = 0
 
+    def can_fork(self) -> bool:
+        """`False`: the episode lives in the server's session, and its `get_state` snapshot
+        comes back through JSON (tuples as lists), which is not known to restore every env
+        exactly mid-episode; fork the env on the server's side instead."""
+        return False
+
     def close(self) -> None:
         """Delete the session (best effort, short timeout) and close the connection."""
         with self._lock:

@@ -84,6 +84,22 @@ turns, limits and end are recorded by `xpgym.rollout.recorder.EpisodeRecorder`):
 Infrastructure failures (`xpgym.core.errors`), a failed sub-env's included, end the episode
 with ``Episode.outcome == "infra_error"`` and the cause in ``Episode.infra_error``
 (`xpgym.rollout.recorder` marks them).
+
+Forking (``record_states=True``)
+    The collector then keeps a fork point for every turn of every episode it collects on a
+    sub-env whose ``can_fork()`` is true (`xpgym.core.env.Env.can_fork`): the sub-env's
+    ``get_state()`` before the turn (turn 0's is the group's snapshot, taken once; later
+    ones come from one ``get_states`` call per step for all running sub-envs), the
+    observation and, in ``"messages"`` mode, the conversation; each episode gets
+    ``episode_id = f"{group_id}/{member}"``. ``fork(episode, turn, k)`` continues the
+    episode from before `turn` ``k`` ways: each branch's sub-env is restored to that state
+    (``set_states``), the branch's first `turn` turns are copies of the parent's, its first
+    prompt is the parent's prompt of `turn` (the same token ids in ``"tokens"`` mode), and
+    it records ``parent_id`` and ``parent_turn``. Branches share the env's RNG state at the
+    fork point, so they differ only where the policy's actions do: replayed with the
+    parent's actions, a branch is the parent again. A `collect` call replaces the kept
+    fork points (a `fork` adds its branches'); without ``record_states`` nothing is kept
+    and the output is as before.
 """
 
 from __future__ import annotations
@@ -131,6 +147,31 @@ class _Work:
 
 
 @dataclass
+class _ForkPoint:
+    """An episode before one of its turns: the sub-env's state, the observation and, in
+    ``"messages"`` mode, the conversation: the first `num_messages` of `messages`, the
+    episode's own list, which only grows (``"tokens"`` mode uses the turn's prompt ids)."""
+
+    state: Any
+    observation: Any
+    messages: list[chat.Message] | None
+    num_messages: int
+
+    def conversation(self) -> list[chat.Message]:
+        """A copy of the conversation at this point (empty outside ``"messages"`` mode)."""
+        return copy.deepcopy((self.messages or [])[: self.num_messages])
+
+
+@dataclass
+class _Branching:
+    """What a group of fork branches continues: `parent` from before its turn `turn`."""
+
+    parent: Episode
+    turn: int
+    point: _ForkPoint
+
+
+@dataclass
 class _Group:
     seed: int | None
     group_id: str
@@ -139,6 +180,7 @@ class _Group:
     info: dict[str, Any] = field(default_factory=dict)
     snapshot: Any = None
     remaining: int = 0  # members not started yet
+    branching: _Branching | None = None  # a group of fork branches: every member restores
 
 
 @dataclass
@@ -152,6 +194,7 @@ class _Run:
     prompt_ids: list[int] | None = None
     messages: list[chat.Message] | None = None
     in_flight: bool = False
+    points: list[_ForkPoint] | None = None  # one per turn so far, when recording
 
 
 class RolloutCollector:
@@ -175,6 +218,8 @@ class RolloutCollector:
             all episodes; `system_prompt` is added by the collector, not by the builder.
         env_id: `Episode.env_id` for every episode (default: the sub-env's ``spec.id``, or
             its class name for unregistered envs).
+        record_states: Keep a fork point at every turn (on sub-envs that can fork) so that
+            `fork` can continue the episodes; see "Forking" in the module docstring.
 
     Raises:
         ValueError: unknown `prompt_mode`, ``"tokens"`` without a policy tokenizer, or a
@@ -193,6 +238,7 @@ class RolloutCollector:
         chat_template_kwargs: Mapping[str, Any] | None = None,
         prompt_builder: chat.ChatPromptBuilder | None = None,
         env_id: str | None = None,
+        record_states: bool = False,
     ) -> None:
         if prompt_mode not in _PROMPT_MODES:
             raise ValueError(f"prompt_mode must be one of {_PROMPT_MODES}, got {prompt_mode!r}")
@@ -233,7 +279,10 @@ class RolloutCollector:
         self.prompt_builder = prompt_builder
         self.env_id = env_id
         self.concurrent = callable(getattr(policy, "submit", None))
+        self.record_states = record_states
         self._kinds: list[str] | None = None
+        self._forkable: list[bool] | None = None
+        self._fork_points: dict[str, list[_ForkPoint]] = {}
 
     # -- public API ----------------------------------------------------------------------
     def collect(
@@ -262,8 +311,8 @@ class RolloutCollector:
             raise ValueError(
                 f"num_episodes ({num_episodes}) must be a multiple of group_size ({group_size})"
             )
-        if self._kinds is None:
-            self._kinds = self._sub_env_kinds()
+        self._prepare()
+        self._fork_points = {}
         num_groups = num_episodes // group_size
         seeds: list[int | None] = (
             list(derive_seeds(seed, num_groups)) if seed is not None else [None] * num_groups
@@ -279,6 +328,92 @@ class RolloutCollector:
             results=[None] * num_episodes,
             free=list(range(self.vec_env.num_envs)),
         )
+        return self._run(state, group_size)
+
+    def fork(self, episode: Episode, turn: int, k: int) -> list[Episode]:
+        """Continue `episode` from before its turn `turn`, `k` ways (module docstring,
+        "Forking").
+
+        Args:
+            episode: An episode returned by the last `collect` (or a `fork` since) of this
+                collector with ``record_states=True``.
+            turn: The turn to fork at, ``0 <= turn < len(episode.turns)``: each branch
+                keeps the turns before it and plays its own turn `turn` onwards.
+            k: Branches, a positive int.
+
+        Returns:
+            `k` complete episodes, each with ``parent_id = episode.episode_id``,
+            ``parent_turn = turn``, ``group_id = f"{episode.episode_id}@{turn}"`` (they
+            start from one state: a GRPO group), ``episode_id = f"{group_id}/{b}"`` for
+            branch ``b``, and the parent's env id, seed and reset info.
+
+        Raises:
+            ValueError: the collector does not record states, `turn` or `k` is out of
+                range, the episode's env cannot fork (`Env.can_fork`), or the episode has
+                no fork points here (not collected by this collector's last `collect`).
+            PolicyError, SubEnvError: as `collect`.
+        """
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise ValueError(f"k must be a positive int, got {k!r}")
+        self._prepare()
+        points = self._points_of(episode)
+        if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < len(points):
+            raise ValueError(
+                f"turn must be an int in [0, {len(points)}) for episode "
+                f"{episode.episode_id!r} ({len(episode.turns)} turns), got {turn!r}"
+            )
+        point = points[turn]
+        group = _Group(
+            episode.seed,
+            f"{episode.episode_id}@{turn}",
+            kind=episode.env_id,
+            observation=point.observation,
+            info=dict(episode.info.get("reset_info", {})),
+            snapshot=point.state,
+            remaining=k,
+            branching=_Branching(episode, turn, point),
+        )
+        state = _Collection(
+            groups=[group],
+            queue=deque(_Work(b, 0, b) for b in range(k)),
+            results=[None] * k,
+            free=list(range(self.vec_env.num_envs)),
+        )
+        return self._run(state, k)
+
+    def _points_of(self, episode: Episode) -> list[_ForkPoint]:
+        """The kept fork points of `episode`, or a `ValueError` that says why there are none."""
+        if not self.record_states:
+            raise ValueError(
+                "this RolloutCollector keeps no fork points; make it with record_states=True "
+                "and collect the episode again"
+            )
+        points = self._fork_points.get(episode.episode_id or "")
+        if points is not None:
+            return points
+        assert self._kinds is not None
+        assert self._forkable is not None
+        cannot = {kind for kind, ok in zip(self._kinds, self._forkable, strict=True) if not ok}
+        if episode.env_id in cannot:
+            raise ValueError(
+                f"cannot fork episode {episode.episode_id!r}: its env {episode.env_id!r} "
+                "cannot fork (can_fork() is False: its state lives outside the process, e.g. "
+                "a sandbox session, a remote env or an MCP server, or it has no get_state)"
+            )
+        raise ValueError(
+            f"no fork points for episode {episode.episode_id!r} of {episode.env_id!r}: fork "
+            "episodes of this collector's last collect (or of forks since)"
+        )
+
+    def _prepare(self) -> None:
+        """Learn the sub-envs' kinds (and, when recording, which can fork) once."""
+        if self._kinds is None:
+            self._kinds = self._sub_env_kinds()
+        if self.record_states and self._forkable is None:
+            self._forkable = [bool(ok) for ok in self.vec_env.call("can_fork")]
+
+    def _run(self, state: _Collection, group_size: int) -> list[Episode]:
+        """Play every episode of `state` to its end; return them in slot order."""
         pending: dict[Future[Generation], int] = {}
         with _autoreset_disabled(self.vec_env):
             try:
@@ -294,7 +429,7 @@ class RolloutCollector:
                 for future in pending:
                     future.cancel()
         episodes = [episode for episode in state.results if episode is not None]
-        assert len(episodes) == num_episodes  # the loop runs until every slot is filled
+        assert len(episodes) == len(state.results)  # the loop runs until every slot is filled
         return episodes
 
     # -- starting episodes ---------------------------------------------------------------
@@ -320,7 +455,7 @@ class RolloutCollector:
                 work = state.queue.popleft()
                 group = state.groups[work.group]
                 kind = group.kind or starting.get(work.group)
-                if work.member == 0:
+                if work.member == 0 and group.branching is None:
                     i = state.free.pop(0)
                     starting[work.group] = self._kinds[i]
                     leaders.append((i, work))
@@ -335,19 +470,20 @@ class RolloutCollector:
             if not leaders and not members:
                 return
             self._reset(state, leaders, members)
-            if group_size > 1 and leaders:
-                snapshots = self._get_states([i for i, _ in leaders])
-                for (_, work), snapshot in zip(leaders, snapshots, strict=True):
+            kept = [(i, w) for i, w in leaders if group_size > 1 or self._can_fork(i)]
+            if kept:
+                snapshots = self._get_states([i for i, _ in kept])
+                for (_, work), snapshot in zip(kept, snapshots, strict=True):
                     state.groups[work.group].snapshot = snapshot
             for i, work in members:
                 group = state.groups[work.group]
                 self._restore(i, copy.deepcopy(group.snapshot), group.observation)
             for i, work in leaders + members:
                 group = state.groups[work.group]
+                self._begin(state, i, work)
                 group.remaining -= 1
                 if group.remaining == 0:
                     group.snapshot = None  # every member has it now
-                self._begin(state, i, work)
 
     def _reset(
         self,
@@ -409,16 +545,44 @@ class RolloutCollector:
         observation = copy.deepcopy(group.observation)  # members never share message lists
         prompt: chat.Prompt
         prompt_ids = messages = None
+        branching = group.branching
+        if branching is not None:
+            recorder.resume(branching.parent.turns[: branching.turn])
+            recorder.episode.parent_id = branching.parent.episode_id
+            recorder.episode.parent_turn = branching.turn
         if self.prompt_mode == "tokens":
             assert self.prompt_builder is not None
-            prompt = prompt_ids = self.prompt_builder.start(recorder.first_messages(observation))
+            if branching is not None:
+                prompt = prompt_ids = list(branching.parent.turns[branching.turn].prompt_ids or [])
+            else:
+                first = recorder.first_messages(observation)
+                prompt = prompt_ids = self.prompt_builder.start(first)
         elif self.prompt_mode == "messages":
-            messages = recorder.first_messages(observation)
+            if branching is not None:
+                messages = branching.point.conversation()
+            else:
+                messages = recorder.first_messages(observation)
             prompt = [dict(m) for m in messages]
         else:
             prompt = observation
-        state.runs[i] = _Run(work, recorder, observation, prompt, prompt_ids, messages)
+        run = _Run(work, recorder, observation, prompt, prompt_ids, messages)
+        if self.record_states and self._can_fork(i):
+            recorder.episode.episode_id = f"{group.group_id}/{work.member}"
+            prefix = (
+                self._fork_points[str(branching.parent.episode_id)][: branching.turn]
+                if branching is not None
+                else []
+            )
+            run.points = [*prefix, self._fork_point(group.snapshot, run)]
+        state.runs[i] = run
         self._check_context(state, i)
+
+    def _can_fork(self, i: int) -> bool:
+        return self._forkable is not None and self._forkable[i]
+
+    def _fork_point(self, env_state: Any, run: _Run) -> _ForkPoint:
+        length = len(run.messages) if run.messages is not None else 0
+        return _ForkPoint(env_state, copy.deepcopy(run.observation), run.messages, length)
 
     # -- prompts -------------------------------------------------------------------------
     def _advance(
@@ -536,10 +700,24 @@ class RolloutCollector:
                 self._finish(state, i)
             else:
                 self._advance(state, i, generation, observations[j], info)
+        self._record_fork_points(state, order)
+
+    def _record_fork_points(self, state: _Collection, stepped: list[int]) -> None:
+        """A fork point for the next turn of each just-stepped episode that goes on (one
+        ``get_states`` call), when recording."""
+        going_on = [i for i in stepped if i in state.runs and state.runs[i].points is not None]
+        if not going_on:
+            return
+        for i, env_state in zip(going_on, self._get_states(going_on), strict=True):
+            run = state.runs[i]
+            assert run.points is not None
+            run.points.append(self._fork_point(env_state, run))
 
     def _finish(self, state: _Collection, i: int) -> None:
         run = state.runs.pop(i)
         state.results[run.work.slot] = run.recorder.episode
+        if run.points is not None:
+            self._fork_points[str(run.recorder.episode.episode_id)] = run.points
         state.free.append(i)
         state.free.sort()
         logger.debug(

@@ -47,6 +47,7 @@ recorder adds nothing (``Episode.info`` names loop-side endings only).
 
 from __future__ import annotations
 
+import copy
 import logging
 import numbers
 import operator
@@ -148,6 +149,25 @@ class EpisodeRecorder:
         return with_system_prompt(
             observation_messages(observation, {}, first=True), self.system_prompt
         )
+
+    def resume(self, turns: list[Turn]) -> None:
+        """Start this episode with copies of `turns`, the first turns of another episode
+        that this one continues (a fork branch, `xpgym.rollout.collector`); their metrics
+        count as recorded. None of them may have ended the episode.
+
+        Raises:
+            RuntimeError: this episode already has turns.
+            ValueError: one of `turns` is terminated or truncated.
+        """
+        if self.episode.turns:
+            raise RuntimeError(
+                f"resume starts an episode; this one already has {len(self.episode.turns)} turns"
+            )
+        for t, turn in enumerate(turns):
+            if turn.terminated or turn.truncated:
+                raise ValueError(f"turn {t} ended its episode; a branch continues before the end")
+            self._collect_metrics(turn.info.get("metrics"))
+            self.episode.turns.append(copy.deepcopy(turn))
 
     def record(
         self,

@@ -1,4 +1,5 @@
-"""Reference RL math: REINFORCE returns, ReBN, GRPO, Dr.GRPO, RLOO, turn-level GAE.
+"""Reference RL math: REINFORCE returns, ReBN, GRPO, Dr.GRPO, RLOO, turn-level GAE, GiGPO's
+step-level groups and advantages on trees of forked episodes.
 
 Every trainer adapter is checked against these functions by the parity suite, so each one
 states its formula, its std convention (population or unbiased) and where its eps goes.
@@ -91,6 +92,7 @@ one element (NaN), so they have no finite reference; ``single_member="error"`` f
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -113,6 +115,7 @@ __all__ = [
     "dr_grpo",
     "episode_scores",
     "episode_terminated",
+    "gigpo",
     "grpo",
     "infra_filled_scores",
     "per_turn_sums",
@@ -120,10 +123,13 @@ __all__ = [
     "rloo",
     "row_returns",
     "token_advantages",
+    "tree_advantages",
+    "tree_nodes",
     "turn_advantages",
     "turn_gae",
     "turn_index_from_mask",
     "turn_rewards",
+    "turn_state_keys",
     "whiten",
 ]
 
@@ -506,6 +512,192 @@ def infra_filled_scores(episodes: Sequence[Episode]) -> NDArray[np.float64]:
         members = healthy.get(episodes[i].group_id, [])
         scores[i] = float(np.mean(members)) if members else 0.0
     return scores
+
+
+# --------------------------------------------------------------------------------------------
+# Step-level groups (GiGPO) and trees of forked episodes
+
+
+def gigpo(
+    rewards: ArrayLike,
+    mask: ArrayLike,
+    group_ids: ArrayLike | Sequence[Hashable],
+    state_keys: Sequence[Sequence[Hashable]],
+    *,
+    gamma: float,
+    omega: float = 1.0,
+    normalize: bool = True,
+    std: StdKind = "unbiased",
+    eps: float = 1e-6,
+    single_member: SingleMember = "zero",
+) -> NDArray[np.float64]:
+    """GiGPO (Feng et al. 2025, arXiv 2505.10978): episode-level plus step-level groups.
+
+    ``A[b, t] = A^E(b) + omega * A^S(b, t)``:
+
+    - episode level, as GRPO: ``A^E(b) = (R_b - mean_g R) / F_norm`` over the episodes of
+      ``b``'s group ``g`` (``group_ids``), ``R_b = sum_t r[b, t]``;
+    - step level: the valid turns of one episode group whose states are identical (equal
+      ``state_keys``) form an anchor-state group ``h``; with each turn's discounted return
+      ``R[b, t] = sum_k gamma**k r[b, t + k]`` (`discounted_returns`),
+      ``A^S(b, t) = (R[b, t] - mean_h R) / F_norm`` over ``h``;
+    - ``F_norm`` is the group's std (``normalize=True``; `grpo` with `std`, `eps`) or 1 (the
+      paper's no-std variant, `dr_grpo`). Both levels treat a group of one member by
+      `single_member` as `grpo` does (``"zero"``: its deviation from its own mean, 0).
+
+    Args:
+        rewards: ``[B, T]`` per-turn rewards, finite on valid turns.
+        mask: ``[B, T]`` bool, True on real turns (a prefix of each row).
+        group_ids: ``[B]`` episode group of each episode (start state), not None.
+        state_keys: Per episode, at least one hashable key per valid turn: the state the
+            turn acted on (`turn_state_keys`); keys are compared within an episode group.
+        gamma: Discount of the step returns, ``0 <= gamma <= 1``.
+        omega: Weight of the step-level advantage (1 in the paper).
+        normalize, std, eps, single_member: Above.
+
+    Returns:
+        ``[B, T]`` float64 advantages, 0 where ``mask`` is False.
+    """
+    r, m = _turn_inputs(rewards, mask, name="rewards")
+    if len(state_keys) != r.shape[0]:
+        raise ValueError(f"state_keys has {len(state_keys)} rows for {r.shape[0]} episodes")
+    episode_level = _normalized(episode_scores(r, m), group_ids, normalize, std, eps, single_member)
+    rows, cols = np.nonzero(m)
+    groups = list(_factorize(group_ids, r.shape[0])[0])
+    anchors = []
+    for b, t in zip(rows.tolist(), cols.tolist(), strict=True):
+        if len(state_keys[b]) <= t:
+            raise ValueError(f"state_keys[{b}] has {len(state_keys[b])} keys for turn {t}")
+        anchors.append((groups[b], state_keys[b][t]))
+    returns = discounted_returns(r, m, gamma)[rows, cols]
+    step_level = _normalized(returns, anchors, normalize, std, eps, single_member)
+    out = np.zeros_like(r)
+    out[rows, cols] = episode_level[rows] + omega * step_level
+    return out
+
+
+def turn_state_keys(episodes: Sequence[Episode]) -> list[list[str]]:
+    """The state key of every turn for `gigpo`: the observation the turn acted on, as JSON
+    with sorted keys (text, or chat messages). Turns whose observations are identical are
+    taken to act on identical env states (the paper's anchor states); an env whose
+    observation does not determine its state needs keys of its own."""
+    return [
+        [json.dumps(turn.observation, sort_keys=True, default=repr) for turn in episode.turns]
+        for episode in episodes
+    ]
+
+
+def tree_advantages(
+    scores: ArrayLike,
+    mask: ArrayLike,
+    root_ids: ArrayLike | Sequence[Hashable],
+    node_ids: Sequence[Sequence[Hashable]],
+) -> NDArray[np.float64]:
+    """Advantages on a tree of episodes that share prefixes (forked branches, `tree_nodes`).
+
+    Each episode is a path from its tree's root (``root_ids``) through one node per turn
+    (``node_ids[b][t]``: the node the episode reaches after turn ``t``; episodes that share
+    their first turns share those nodes). A node's value is the mean score of the episodes
+    through it, the leaves of its subtree: ``V(n) = mean_{b passes n} s_b``, and
+    ``V(root)`` the mean over the whole tree. A turn's advantage is the value it gained:
+    ``A[b, t] = V(node_ids[b][t]) - V(node_ids[b][t - 1])``, with the root before turn 0.
+    Over a path these sum to ``s_b - V(root)`` (GRPO's mean baseline, Dr.GRPO); a turn that
+    every episode through its parent node shares gets 0.
+
+    Args:
+        scores: ``[B]`` episode scores (finite), e.g. `episode_scores`.
+        mask: ``[B, T]`` bool, True on real turns (a prefix of each row).
+        root_ids: ``[B]`` the tree (root) of each episode, not None.
+        node_ids: Per episode, at least one hashable node id per valid turn; node ids are
+            compared within a tree.
+
+    Returns:
+        ``[B, T]`` float64 advantages, 0 where ``mask`` is False.
+    """
+    s = _as_float_array("scores", scores)
+    m = _as_bool_array("mask", mask)
+    if m.ndim != 2 or s.shape != (m.shape[0],):
+        raise ValueError(f"scores must be [B] and mask [B, T]; got {s.shape} and {m.shape}")
+    _check_prefix(m)
+    _check_finite("scores", s, np.ones(s.shape, dtype=bool))
+    if len(node_ids) != s.shape[0]:
+        raise ValueError(f"node_ids has {len(node_ids)} rows for {s.shape[0]} episodes")
+    roots = _factorize(root_ids, s.shape[0])[0].tolist()
+    lengths = m.sum(axis=1).tolist()
+    paths: list[list[Hashable]] = []
+    for b, length in enumerate(lengths):
+        if len(node_ids[b]) < length:
+            raise ValueError(f"node_ids[{b}] has {len(node_ids[b])} ids for {length} turns")
+        paths.append([("root", roots[b])] + [("node", roots[b], n) for n in node_ids[b][:length]])
+    totals: dict[Hashable, float] = {}
+    counts: dict[Hashable, int] = {}
+    for b, path in enumerate(paths):
+        for node in path:
+            totals[node] = totals.get(node, 0.0) + float(s[b])
+            counts[node] = counts.get(node, 0) + 1
+    out = np.zeros(m.shape, dtype=np.float64)
+    for b, path in enumerate(paths):
+        values = [totals[node] / counts[node] for node in path]
+        out[b, : len(path) - 1] = np.diff(values)
+    return out
+
+
+def tree_nodes(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
+    """``(root_ids, node_ids)`` of forked episodes for `tree_advantages`.
+
+    A branch (``parent_id`` set) shares its parent's nodes up to ``parent_turn`` and its
+    root; from there on each turn is a node of its own, ``f"{episode_id}#{t}"``. An episode
+    that is not a branch is a root path: its root is its ``group_id`` (episodes of one
+    group start from one state), else its ``episode_id``.
+
+    Raises:
+        ValueError: an episode without ``episode_id``, or a branch whose parent is not in
+            `episodes`.
+    """
+    by_id = {}
+    for i, episode in enumerate(episodes):
+        if episode.episode_id is None:
+            raise ValueError(
+                f"episodes[{i}] has no episode_id; collect with "
+                "RolloutCollector(record_states=True)"
+            )
+        by_id[episode.episode_id] = episode
+    done: dict[str, tuple[str, list[str]]] = {}
+
+    def nodes(episode: Episode) -> tuple[str, list[str]]:
+        key = str(episode.episode_id)
+        if key not in done:
+            own = [f"{key}#{t}" for t in range(len(episode.turns))]
+            if episode.parent_id is None:
+                done[key] = (str(episode.group_id or key), own)
+            else:
+                parent = by_id.get(episode.parent_id)
+                if parent is None:
+                    raise ValueError(
+                        f"the parent {episode.parent_id!r} of episode {key!r} is not among "
+                        "the episodes; pass every episode of the tree"
+                    )
+                root, shared = nodes(parent)
+                turn = int(episode.parent_turn or 0)
+                done[key] = (root, shared[:turn] + own[turn:])
+        return done[key]
+
+    pairs = [nodes(episode) for episode in episodes]
+    return [root for root, _ in pairs], [path for _, path in pairs]
+
+
+def _normalized(
+    values: NDArray[np.float64],
+    group_ids: ArrayLike | Sequence[Hashable],
+    normalize: bool,
+    std: StdKind,
+    eps: float,
+    single_member: SingleMember,
+) -> NDArray[np.float64]:
+    """``(x - mean_g) / F_norm``: `grpo` (F_norm = std) or `dr_grpo` (F_norm = 1)."""
+    if normalize:
+        return grpo(values, group_ids, std=std, eps=eps, single_member=single_member)
+    return dr_grpo(values, group_ids, single_member=single_member)
 
 
 # --------------------------------------------------------------------------------------------

@@ -79,10 +79,15 @@ class Tool(abc.ABC):
 
     A tool instance may be shared by many envs and threads: `execute` must be thread-safe
     and keep no per-episode state (per-episode state belongs to the env or the wrapper).
+
+    `forkable` (class attribute, default `True`): whether an episode that calls this tool
+    can be forked (`xpgym.core.env.Env.can_fork`): `False` for a tool whose calls change
+    state outside the process that no env snapshot holds (an MCP server's session data).
     """
 
     name: str = ""
     description: str = ""
+    forkable: bool = True
 
     @abc.abstractmethod
     def instructions(self) -> str:

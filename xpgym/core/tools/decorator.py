@@ -144,6 +144,8 @@ class FunctionTool(Tool):
         self.env_class = env
         self.env_parameter = _env_parameter(fn, env, label) if env is not None else None
         self.resource_pool = resource
+        # A leased resource's contents (a scratch database) are in no env snapshot.
+        self.forkable = resource is None
         if resource is not None and RESOURCE_PARAMETER not in parameters:
             raise TypeError(f"{label}: @tool(resource=...) needs a parameter named 'resource'")
         skip = {"self", self.env_parameter, RESOURCE_PARAMETER if resource is not None else None}

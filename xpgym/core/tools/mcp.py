@@ -184,7 +184,12 @@ class MCPFunctionTool(Tool):
         description: The server's description of the function.
         parameters: The function's JSON-schema input (``inputSchema``).
         toolset: The owning toolset.
+
+    Not `forkable`: the server may keep per-session state (the SQLite server's scratch
+    database) that no env snapshot holds, so a restored snapshot would not bring it back.
     """
+
+    forkable = False
 
     def __init__(
         self,

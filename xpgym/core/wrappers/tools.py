@@ -181,6 +181,10 @@ class ToolEnvWrapper(Wrapper[str]):
         self._total = int(state["tool_calls_total"])
         self._per_tool = {name: int(n) for name, n in state["tool_calls_per_tool"].items()}
 
+    def can_fork(self) -> bool:
+        """The wrapped env can fork and every tool is `Tool.forkable`."""
+        return self.env.can_fork() and all(tool.forkable for tool in self.tools)
+
     # -------------------------------------------------------------------------- reset
 
     def instruction_text(self) -> str:
