@@ -44,6 +44,18 @@ def test_preset_ladder_orders_easy_default_hard():
     ]
 
 
+def test_every_family_with_easy_and_hard_ids_has_a_preset_ladder():
+    families = [i.removesuffix("-easy") for i in xpgym.list_envs() if i.endswith("-easy")]
+    assert {"game:TowerOfHanoi-v0", "math:Arithmetic-v0", "world:Crafting-v0"} <= set(families)
+    for family in families:
+        ladder = ladder_for(family)
+        assert [ladder.env_args(level)[0] for level in range(3)] == [
+            f"{family}-easy",
+            family,
+            f"{family}-hard",
+        ]
+
+
 def test_ladder_for_drops_the_preset_suffix():
     assert ladder_for(f"{HANOI}-random") == PresetLadder(HANOI)
     knob = KnobLadder(GUESS, CONTINUOUS_KNOBS[GUESS])
