@@ -48,6 +48,8 @@ from xpgym.core.env import Env, EnvSpec, Wrapper
 from xpgym.core.registry import UnknownEnvError, make, spec
 from xpgym.core.trajectory import Episode
 from xpgym.core.vector import VectorEnv, vector_env_class
+from xpgym.rollout.env_pool import EnvPool
+from xpgym.rollout.runner import EpisodeTask
 
 __all__ = [
     "CONTINUOUS_KNOBS",
@@ -60,7 +62,9 @@ __all__ = [
     "PresetLadder",
     "Scheduler",
     "SuccessRateScheduler",
+    "curriculum_task_pool",
     "episode_succeeded",
+    "family_of",
     "fill_groups",
     "ladder_for",
     "make_curriculum_vec",
@@ -192,6 +196,11 @@ class KnobLadder:
         return self.family, {**self.knob.fixed, self.knob.argument: value}
 
 
+def family_of(env_id: str) -> str:
+    """`env_id` without a ``-easy``/``-hard``/``-random`` suffix: its family's base id."""
+    return next((env_id[: -len(s)] for s in _PRESET_SUFFIXES if env_id.endswith(s)), env_id)
+
+
 def ladder_for(env_id: str, *, continuous: bool = False) -> DifficultyLadder:
     """The ladder of `env_id`'s family (a ``-easy``/``-hard``/``-random`` suffix is dropped).
 
@@ -203,7 +212,7 @@ def ladder_for(env_id: str, *, continuous: bool = False) -> DifficultyLadder:
         ValueError: no presets, or ``continuous=True`` and no knob (the message lists the
             families that have one).
     """
-    family = next((env_id[: -len(s)] for s in _PRESET_SUFFIXES if env_id.endswith(s)), env_id)
+    family = family_of(env_id)
     if not continuous:
         return PresetLadder(family)
     if family not in CONTINUOUS_KNOBS:
@@ -434,6 +443,21 @@ class SuccessRateScheduler:
         """Each family's current level."""
         return {family: state.level for family, state in self._families.items()}
 
+    def make_env(self, env_id: str) -> DifficultyEnv:
+        """A `DifficultyEnv` of `env_id`'s family (`family_of`) at its current level.
+
+        Raises:
+            ValueError: the family is not one of this scheduler's, naming those that are.
+        """
+        family = family_of(env_id)
+        ladder = next((lad for lad in self.ladders if lad.family == family), None)
+        if ladder is None:
+            raise ValueError(
+                f"{env_id!r} is of family {family!r}, which this scheduler does not hold; "
+                f"it holds {sorted(self._families)}"
+            )
+        return DifficultyEnv(ladder, self._families[family].level)
+
     def apply(self, vec_env: VectorEnv, step: int) -> None:
         """``vec_env.call("set_difficulty_levels", levels)``: every `DifficultyEnv` takes its
         family's level at its next reset (`step` is not used)."""
@@ -508,6 +532,31 @@ class HorizonScheduler:
     def metrics(self) -> dict[str, float]:
         """``horizon/max_turns``: the cap of the episodes started since the last `apply`."""
         return {"horizon/max_turns": float(self.schedule(self._step))}
+
+
+def curriculum_task_pool(
+    scheduler: SuccessRateScheduler, wrap: Callable[[Env], Env] | None = None
+) -> EnvPool[EpisodeTask, Env]:
+    """An `EnvPool` for the `EpisodeTask`s of a trainer's hook under `scheduler`: a task's env
+    is ``scheduler.make_env(task.env_id)`` (then `wrap`), shared by the tasks of one family
+    whatever their suffix. Before each episode the hook calls
+    ``set_difficulty_levels(scheduler.levels)`` on the leased env (it reaches the
+    `DifficultyEnv` through `wrap`'s delegation); after a batch, ``scheduler.observe``.
+
+    Raises:
+        ValueError: (when an env is made) a task with ``env_kwargs``: the ladder sets them.
+    """
+
+    def build(task: EpisodeTask) -> Env:
+        if task.env_kwargs:
+            raise ValueError(
+                f"a curriculum task's env is set by its ladder; got env_kwargs "
+                f"{dict(task.env_kwargs)} for {task.env_id!r}"
+            )
+        env: Env = scheduler.make_env(task.env_id)
+        return env if wrap is None else wrap(env)
+
+    return EnvPool(build, key=lambda task: family_of(task.env_id))
 
 
 # --------------------------------------------------------------------------------------
