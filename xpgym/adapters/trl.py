@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -72,6 +72,11 @@ from trl import GRPOTrainer  # noqa: E402
 from xpgym.core.chat import PromptTokenizer  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 from xpgym.core.wrappers.limits import HorizonSchedule  # noqa: E402
+from xpgym.rollout.curriculum import (  # noqa: E402
+    DifficultyEnv,
+    SuccessRateScheduler,
+    curriculum_task_pool,
+)
 from xpgym.rollout.policies.hf import HFPolicy  # noqa: E402
 from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
@@ -174,8 +179,13 @@ def log_episode_metrics(trainer: Any, episodes: Sequence[Episode], *, training: 
     reward functions) to what ``GRPOTrainer.log`` averages and logs next to its own
     (``trainer._metrics["train" | "eval"]``, TRL's per-key lists of numbers; the rollout
     function has no public way to report numbers). `make_rollout_func` calls it."""
+    _log_metrics(trainer, episode_metrics(episodes), training=training)
+
+
+def _log_metrics(trainer: Any, metrics: Mapping[str, float], *, training: bool) -> None:
+    """Append `metrics` to ``trainer._metrics["train" | "eval"]`` (TRL's per-key lists)."""
     mode = "train" if training else "eval"
-    for key, value in episode_metrics(episodes).items():
+    for key, value in metrics.items():
         trainer._metrics[mode][key].append(value)
 
 
@@ -192,6 +202,7 @@ def make_rollout_func(
     max_new_tokens: int,
     max_turns: int | None = None,
     horizon: Callable[[int], int] | None = None,
+    curriculum: SuccessRateScheduler | None = None,
     system_prompt: str | None = None,
     seed: int = 0,
 ) -> RolloutFunc:
@@ -213,6 +224,11 @@ def make_rollout_func(
             `PiecewiseTurnSchedule` 5 -> 10 -> 15): every env is wrapped in `HorizonSchedule`
             and an episode's cap is ``horizon(trainer.state.global_step)`` at its start (the
             env's own limit and `max_turns` still apply).
+        curriculum: A difficulty curriculum over the tasks' families (the tasks name any id
+            of a family the scheduler holds, without ``env_kwargs``): every episode plays
+            the family at ``curriculum.levels`` as they are at the start of the call
+            (`xpgym.rollout.curriculum.curriculum_task_pool`), a training call's episodes
+            are then observed, and ``curriculum.metrics()`` go to the trainer's log.
         system_prompt: Prepended as a system message (see `run_episode`).
         seed: Base of the sampling seeds: generation batch ``k`` on process ``p`` samples
             with seeds derived from ``(seed, k, p)``.
@@ -220,7 +236,8 @@ def make_rollout_func(
     Returns:
         ``rollout_func(prompts, trainer) -> dict`` (`to_rollout_output` of the episodes).
     """
-    pool = task_env_pool(None if horizon is None else lambda env: HorizonSchedule(env, horizon))
+    wrap = None if horizon is None else lambda env: HorizonSchedule(env, horizon)
+    pool = task_env_pool(wrap) if curriculum is None else curriculum_task_pool(curriculum, wrap)
 
     def rollout_func(prompts: list[str], trainer: GRPOTrainer) -> dict[str, Any]:
         step = int(trainer.state.global_step)
@@ -238,12 +255,16 @@ def make_rollout_func(
         )
         generate = policy_generate(policy)
         builder = shared_prompt_builder(tokenizer)
+        levels = None if curriculum is None else curriculum.levels
 
         async def play(task: EpisodeTask) -> Episode:
             with pool.lease(task) as env:
                 if horizon is not None:
                     # the pool wraps every env in HorizonSchedule when `horizon` is given
                     cast(HorizonSchedule, env).set_training_step(step)
+                if levels is not None:
+                    # the curriculum pool's envs are DifficultyEnvs (inside HorizonSchedule)
+                    cast(DifficultyEnv, env).set_difficulty_levels(levels)
                 return await run_episode(
                     env,
                     task,
@@ -268,6 +289,9 @@ def make_rollout_func(
             "played %d episodes, %d turns", len(episodes), sum(len(e.turns) for e in episodes)
         )
         log_episode_metrics(trainer, episodes, training=was_training)
+        if curriculum is not None and was_training:
+            curriculum.observe(episodes)
+            _log_metrics(trainer, curriculum.metrics(), training=True)
         return to_rollout_output(episodes)
 
     return rollout_func

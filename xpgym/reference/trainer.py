@@ -87,6 +87,7 @@ the sampler (`HFPolicy`) and the env resets from `seed`.
 from __future__ import annotations
 
 import copy
+import functools
 import logging
 import math
 import time
@@ -114,6 +115,7 @@ from xpgym.reference.losses import (
     token_logprobs,
     value_loss,
 )
+from xpgym.rollout.curriculum import Scheduler, fill_groups
 from xpgym.training.advantages import (
     GROUP_ALGORITHMS,
     CriticFreeAlgorithm,
@@ -128,6 +130,7 @@ from xpgym.training.layouts import LAYOUTS, Layout, PaddedRows, episode_rows, tu
 
 if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv
+    from xpgym.rollout.collector import RolloutCollector
 
 __all__ = [
     "ALGORITHMS",
@@ -853,6 +856,8 @@ def train(
     ref_model: torch.nn.Module | None = None,
     collector_kwargs: dict[str, Any] | None = None,
     advantage_fn: AdvantageFn | None = None,
+    schedulers: Sequence[Scheduler] = (),
+    max_extra_draws: int | None = None,
 ) -> list[dict[str, float]]:
     """Train `model` on `vec_env` for `num_steps` steps: collect, advantages, update, log.
 
@@ -871,10 +876,21 @@ def train(
         ref_model: KL reference (see `Trainer`).
         collector_kwargs: More `RolloutCollector` arguments (``system_prompt``, ...).
         advantage_fn: Replaces the advantages of every batch (see `Trainer`).
+        schedulers: Curricula (`xpgym.rollout.curriculum.Scheduler`, e.g.
+            `SuccessRateScheduler`, `HorizonScheduler`): ``apply(vec_env, step)`` before each
+            step's collection, ``observe`` on all its episodes (dropped groups included)
+            after; their ``metrics()`` join the step's.
+        max_extra_draws: With a value, DAPO's dynamic sampling
+            (`xpgym.rollout.curriculum.fill_groups`): groups whose returns are all equal are
+            dropped and up to this many more collections refill them (draw ``d > 0`` uses
+            reset seeds derived from ``(config.seed, step, d)``); the step trains on the
+            groups kept and logs ``filter/*`` counts. A step that keeps no group skips the
+            update (``update_skipped = 1``). `None`: no filtering.
 
     Returns:
         The metrics of each step (`Trainer.train_step`), plus ``rollout_s`` (seconds
-        collecting the step's episodes) and ``update_s`` (seconds in `Trainer.train_step`).
+        collecting the step's episodes) and ``update_s`` (seconds in `Trainer.train_step`),
+        and the schedulers' and the filter's metrics when they are given.
     """
     from xpgym.rollout.collector import RolloutCollector
     from xpgym.rollout.policies.hf import HFPolicy
@@ -901,26 +917,50 @@ def train(
     )
     history = []
     for step in range(num_steps):
-        # 1. Collect: complete episodes, group_size per start state.
+        # 1. Collect: complete episodes, group_size per start state; the curricula set the
+        # next resets' difficulty first.
         began = time.perf_counter()
-        episodes = collector.collect(
-            cfg.num_episodes, group_size=cfg.group_size, seed=_step_seed(cfg.seed, step)
-        )
+        for scheduler in schedulers:
+            scheduler.apply(vec_env, step)
+        drawn: list[Episode] = []
+        draw = functools.partial(_collect_groups, collector, cfg, step, drawn)
+        num_groups = cfg.num_episodes // cfg.group_size
+        fill = None
+        if max_extra_draws is None:
+            episodes = draw(num_groups, 0)
+        else:
+            fill = fill_groups(draw, num_groups, max_extra_draws=max_extra_draws)
+            episodes = fill.episodes
+        for scheduler in schedulers:
+            scheduler.observe(drawn)
         collected = time.perf_counter()
         # 2-5. Rows, old log-probs, advantages, PPO-clip update.
-        metrics = trainer.train_step(episodes)
+        metrics = trainer.train_step(episodes) if episodes else {"update_skipped": 1.0}
         metrics["rollout_s"] = collected - began
         metrics["update_s"] = time.perf_counter() - collected
+        for scheduler in schedulers:
+            metrics.update(scheduler.metrics())
+        if fill is not None:
+            metrics.update(fill.metrics())
         # Log.
         history.append(metrics)
-        logger.info(
-            "step %d: return %.3f, loss %.4f, entropy %.3f, grad norm %.3f",
-            step,
-            metrics["return_mean"],
-            metrics["loss"],
-            metrics["entropy"],
-            metrics["grad_norm"],
-        )
+        if episodes:
+            logger.info(
+                "step %d: return %.3f, loss %.4f, entropy %.3f, grad norm %.3f",
+                step,
+                metrics["return_mean"],
+                metrics["loss"],
+                metrics["entropy"],
+                metrics["grad_norm"],
+            )
+        curriculum = {k: v for k, v in metrics.items() if k.split("/")[0] in _CURRICULUM_LOGS}
+        if curriculum or not episodes:
+            logger.info(
+                "step %d: %s%s",
+                step,
+                "no group with varying returns, update skipped; " if not episodes else "",
+                ", ".join(f"{name} {value:g}" for name, value in sorted(curriculum.items())),
+            )
     return history
 
 
@@ -979,7 +1019,28 @@ def _trainable(episodes: Sequence[Episode]) -> list[Episode]:
     return kept
 
 
-def _step_seed(seed: int, step: int) -> int:
-    """A 63-bit reset seed for training step `step`, derived from `seed`."""
-    word = np.random.SeedSequence([seed, step]).generate_state(1, dtype=np.uint64)[0]
+def _collect_groups(
+    collector: RolloutCollector,
+    cfg: TrainerConfig,
+    step: int,
+    drawn: list[Episode],
+    num_groups: int,
+    index: int,
+) -> list[Episode]:
+    """Draw `index` of step `step` (`fill_groups`' ``draw``): `num_groups` groups of
+    ``cfg.group_size``, also appended to `drawn`; draw 0 uses the step's seed."""
+    seed = _step_seed(cfg.seed, step, *([index] if index else []))
+    batch = collector.collect(num_groups * cfg.group_size, group_size=cfg.group_size, seed=seed)
+    drawn.extend(batch)
+    return batch
+
+
+_CURRICULUM_LOGS = ("curriculum", "horizon", "filter")
+"""Metric prefixes of the schedulers and the group filter, logged on a line of their own."""
+
+
+def _step_seed(seed: int, step: int, *draw: int) -> int:
+    """A 63-bit reset seed for training step `step`, derived from `seed`; with `draw`
+    (a refill draw's index, >= 1), one for that draw of the step."""
+    word = np.random.SeedSequence([seed, step, *draw]).generate_state(1, dtype=np.uint64)[0]
     return int(word >> np.uint64(1))
