@@ -23,7 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
-from parity.e2e.subprocess_run import HarnessRun, max_metric, metric, run_logged
+from parity.e2e.subprocess_run import (
+    HarnessRun,
+    max_metric,
+    metric,
+    prepare_run_dir,
+    run_logged,
+)
 from parity.shared.trainer_code import package_version
 
 __all__ = ["LAUNCH_TIMEOUT_S", "MAX_LEN", "MAX_TURNS", "run_openrlhf"]
@@ -40,6 +46,9 @@ MAX_TURNS = 6
 MAX_LEN = 512
 """``--data.max_len``: first prompt, env and policy tokens of one episode (the engine's
 ``max_model_len`` too)."""
+
+_REPORTS = ("metrics.jsonl", "weights.json")
+"""The harness's reports (`parity.e2e.openrlhf_cpu.observe`), removed before a run."""
 
 _METRICS = {  # result key -> OpenRLHF's key in its step log
     "step_s": "timing/step_total",
@@ -96,14 +105,12 @@ def run_openrlhf(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any
         TimeoutError: the run took longer than its limit (start-up plus per-step budget).
     """
     from parity.e2e.openrlhf_cpu import check_versions
-    from parity.e2e.openrlhf_cpu.launch import SETTINGS_FILE, harness_env
+    from parity.e2e.openrlhf_cpu.launch import harness_env
 
     versions = check_versions()
-    run_dir = (out_dir / "openrlhf_run").resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in ("metrics.jsonl", "weights.json"):
-        (run_dir / stale).unlink(missing_ok=True)
-    (run_dir / SETTINGS_FILE).write_text(json.dumps(_settings(cfg)))
+    run_dir = prepare_run_dir(
+        out_dir, "openrlhf", cfg, max_turns=MAX_TURNS, max_len=MAX_LEN, stale=_REPORTS
+    )
     command = [sys.executable, "-m", "parity.e2e.openrlhf_cpu.launch", str(run_dir)]
     command.append(str(Path(warm_dir).resolve()))
     done = run_logged(
@@ -115,22 +122,6 @@ def run_openrlhf(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any
     )
     versions.update({name: package_version(name) for name in ("torch", "transformers")})
     return _result(run_dir, done, versions)
-
-
-def _settings(cfg: E2EConfig) -> dict[str, Any]:
-    """What `parity.e2e.openrlhf_cpu.launch` reads from ``settings.json``."""
-    return {
-        "env_id": cfg.warm.env,
-        "steps": cfg.steps,
-        "tasks_per_step": cfg.tasks_per_step,
-        "group_size": cfg.group_size,
-        "lr": cfg.lr,
-        "gamma": cfg.gamma,
-        "max_new_tokens": cfg.max_new_tokens,
-        "max_turns": MAX_TURNS,
-        "max_len": MAX_LEN,
-        "seed": cfg.seed,
-    }
 
 
 def _result(run_dir: Path, done: HarnessRun, versions: dict[str, str]) -> dict[str, Any]:

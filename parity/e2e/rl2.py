@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
-from parity.e2e.subprocess_run import max_metric, metric, run_logged
+from parity.e2e.subprocess_run import max_metric, metric, prepare_run_dir, run_logged
 from parity.shared.trainer_code import package_version
 
 __all__ = ["LAUNCH_TIMEOUT_S", "MAX_LEN", "MAX_TURNS", "run_rl2"]
@@ -92,16 +92,18 @@ def run_rl2(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         TimeoutError: the run took longer than its limit (start-up plus per-step budget).
     """
     from parity.e2e.rl2_cpu import check_versions
-    from parity.e2e.rl2_cpu.launch import SETTINGS_FILE
     from parity.e2e.rl2_cpu.observe import METRICS_FILE
     from parity.e2e.rl2_cpu.server import WEIGHTS_FILE
 
     versions = check_versions()
-    run_dir = (out_dir / "rl2_run").resolve()
-    run_dir.mkdir(parents=True, exist_ok=True)
-    for stale in (METRICS_FILE, WEIGHTS_FILE):
-        (run_dir / stale).unlink(missing_ok=True)
-    (run_dir / SETTINGS_FILE).write_text(json.dumps(_settings(cfg)))
+    run_dir = prepare_run_dir(
+        out_dir,
+        "rl2",
+        cfg,
+        max_turns=MAX_TURNS,
+        max_len=MAX_LEN,
+        stale=(METRICS_FILE, WEIGHTS_FILE),
+    )
     repo = Path(__file__).resolve().parents[2]
     path = os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH", "")) if p)
     run = run_logged(
@@ -117,23 +119,6 @@ def run_rl2(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     )
     result["peak_rss_gib"] = run.peak_rss_gib
     return result
-
-
-def _settings(cfg: E2EConfig) -> dict[str, Any]:
-    """What `parity.e2e.rl2_cpu.launch` reads from ``settings.json``."""
-    return {
-        "env_id": cfg.warm.env,
-        "steps": cfg.steps,
-        "tasks_per_step": cfg.tasks_per_step,
-        "group_size": cfg.group_size,
-        "lr": cfg.lr,
-        "gamma": cfg.gamma,
-        "max_new_tokens": cfg.max_new_tokens,
-        "max_turns": MAX_TURNS,
-        "max_len": MAX_LEN,
-        "seed": cfg.seed,
-        "threads": cfg.threads,
-    }
 
 
 def read_steps(metrics_file: Path) -> list[dict[str, Any]]:

@@ -4,23 +4,40 @@ The end-to-end runs whose trainer starts its own processes (Ray, vLLM's engine, 
 launch their CPU harness with `run_logged`: a fresh session (so a timeout kills the whole
 process tree), output to a log file, Ray's ``RAY_ADDRESS`` dropped (the run starts its own
 cluster, never joins one the caller points at), and the largest summed resident memory of
-the process tree sampled while it runs. `metric` and `max_metric` read what a trainer logged.
+the process tree sampled while it runs. `prepare_run_dir` gives each run its directory with the
+settings its launch reads back (`read_settings`); `metric` and `max_metric` read what a trainer
+logged.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["HarnessRun", "log_tail", "max_metric", "metric", "run_logged"]
+from parity.e2e.config import E2EConfig
+
+__all__ = [
+    "SETTINGS_FILE",
+    "HarnessRun",
+    "log_tail",
+    "max_metric",
+    "metric",
+    "prepare_run_dir",
+    "read_settings",
+    "run_logged",
+]
+
+SETTINGS_FILE = "settings.json"
+"""The run's settings in its directory (`prepare_run_dir` writes, `read_settings` reads)."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +95,46 @@ def run_logged(
     if returncode != 0:
         raise RuntimeError(f"{name} exited with {returncode}:\n{log_tail(log_path)}")
     return HarnessRun(wall_s=time.perf_counter() - start, peak_rss_gib=peak.gib)
+
+
+def prepare_run_dir(
+    out_dir: Path,
+    trainer: str,
+    cfg: E2EConfig,
+    *,
+    max_turns: int,
+    max_len: int,
+    stale: Iterable[str] = (),
+) -> Path:
+    """``<out_dir>/<trainer>_run`` (absolute), without the files `stale` of an earlier run,
+    with `SETTINGS_FILE`: `cfg`'s env id (``warm.env``), steps, batch (``tasks_per_step``,
+    ``group_size``), ``lr``, ``gamma``, ``max_new_tokens``, ``seed``, ``threads``, and the
+    harness's `max_turns` per episode and `max_len` tokens per episode."""
+    run_dir = (out_dir / f"{trainer}_run").resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for name in stale:
+        (run_dir / name).unlink(missing_ok=True)
+    settings = {
+        "env_id": cfg.warm.env,
+        "steps": cfg.steps,
+        "tasks_per_step": cfg.tasks_per_step,
+        "group_size": cfg.group_size,
+        "lr": cfg.lr,
+        "gamma": cfg.gamma,
+        "max_new_tokens": cfg.max_new_tokens,
+        "max_turns": max_turns,
+        "max_len": max_len,
+        "seed": cfg.seed,
+        "threads": cfg.threads,
+    }
+    (run_dir / SETTINGS_FILE).write_text(json.dumps(settings))
+    return run_dir
+
+
+def read_settings(run_dir: Path) -> dict[str, Any]:
+    """The settings `prepare_run_dir` wrote into `run_dir` (a harness's launch reads them)."""
+    settings: dict[str, Any] = json.loads((run_dir / SETTINGS_FILE).read_text())
+    return settings
 
 
 def log_tail(path: Path, lines: int = 40) -> str:

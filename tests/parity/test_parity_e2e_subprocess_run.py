@@ -10,7 +10,15 @@ from pathlib import Path
 import psutil
 import pytest
 
-from parity.e2e.subprocess_run import log_tail, max_metric, metric, run_logged
+from parity.e2e.config import E2EConfig
+from parity.e2e.subprocess_run import (
+    log_tail,
+    max_metric,
+    metric,
+    prepare_run_dir,
+    read_settings,
+    run_logged,
+)
 
 
 def _python(code: str) -> list[str]:
@@ -77,3 +85,29 @@ def test_logged_values_keep_nan_and_absence_apart(tmp_path: Path) -> None:
     path = tmp_path / "text"
     path.write_text("a\nb\nc\n")
     assert log_tail(path, lines=2) == "b\nc"
+
+
+def test_a_run_directory_starts_without_stale_reports_and_with_the_runs_settings(
+    tmp_path: Path,
+) -> None:
+    old = tmp_path / "toy_run"
+    old.mkdir()
+    (old / "metrics.jsonl").write_text("{}\n")
+    (old / "keep.log").write_text("x")
+    cfg = E2EConfig(steps=2, lr=0.5)
+
+    run_dir = prepare_run_dir(
+        tmp_path, "toy", cfg, max_turns=3, max_len=64, stale=["metrics.jsonl"]
+    )
+
+    assert run_dir == old.resolve()
+    assert sorted(p.name for p in run_dir.iterdir()) == ["keep.log", "settings.json"]
+    settings = read_settings(run_dir)
+    assert settings["env_id"] == cfg.warm.env
+    assert (settings["steps"], settings["lr"], settings["max_turns"], settings["max_len"]) == (
+        2,
+        0.5,
+        3,
+        64,
+    )
+    assert settings["tasks_per_step"] * settings["group_size"] == 8

@@ -11,18 +11,17 @@ on top. `parity.e2e.oat` runs it as a subprocess with `harness_env`, under a tim
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from parity.e2e.oat_cpu import REPORT_DIR_ENV, UNUSED_IMPORTS, check_versions
+from parity.e2e.subprocess_run import read_settings
 
-__all__ = ["CPU_FIELDS", "SETTINGS_FILE", "harness_env", "main", "oat_fields"]
+__all__ = ["CPU_FIELDS", "harness_env", "main", "oat_fields"]
 
 REPO = Path(__file__).resolve().parents[3]
-SETTINGS_FILE = "settings.json"
 
 CPU_FIELDS: dict[str, Any] = {
     "bf16": False,  # float32 on both sides: the sampler's and learner's log-probs compare tightly
@@ -88,7 +87,7 @@ def oat_fields(settings: dict[str, Any], model_dir: Path, run_dir: Path) -> dict
 def main(run_dir: Path, model_dir: Path) -> None:
     """Train the steps of ``RUN_DIR/settings.json`` from `model_dir`; reports go to `run_dir`."""
     check_versions()
-    settings = json.loads((run_dir / SETTINGS_FILE).read_text())
+    settings = read_settings(run_dir)
     from parity.e2e.oat_cpu import launchpad, observe, patches
     from parity.shared.trainer_code import stand_ins
 

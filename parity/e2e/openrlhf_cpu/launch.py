@@ -14,7 +14,6 @@ run's (`parity.e2e.openrlhf_cpu.worker`). `parity.e2e.openrlhf` runs it as a sub
 
 from __future__ import annotations
 
-import json
 import os
 import runpy
 import sys
@@ -23,14 +22,14 @@ from typing import Any
 
 from parity.e2e.openrlhf_cpu import REPORT_DIR_ENV, check_versions
 from parity.e2e.openrlhf_cpu.worker import RECIPE_HOOK_ENV
+from parity.e2e.subprocess_run import read_settings
 
-__all__ = ["CPU_FLAGS", "DROPPED_FLAGS", "SETTINGS_FILE", "harness_env", "main"]
+__all__ = ["CPU_FLAGS", "DROPPED_FLAGS", "harness_env", "main"]
 
 REPO = Path(__file__).resolve().parents[3]
 SITE = Path(__file__).resolve().with_name("site")
 """The directory of the run's ``sitecustomize`` (first on its ``PYTHONPATH``)."""
 
-SETTINGS_FILE = "settings.json"
 
 ALGORITHM = "rebn"
 """The run's algorithm: the recipe's default, per-turn ReBN through xpgym's override."""
@@ -122,7 +121,7 @@ def main(run_dir: Path, model_dir: Path) -> None:
     check_versions()
     from xpgym.adapters.openrlhf import ray_runtime_env, write_task_rows
 
-    settings = json.loads((run_dir / SETTINGS_FILE).read_text())
+    settings = read_settings(run_dir)
     flags = cpu_flags(run_flags(model_dir, run_dir, settings), run_dir)
     write_task_rows(
         run_dir,

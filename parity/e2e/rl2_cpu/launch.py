@@ -14,24 +14,22 @@ on top of the recipe's, and, around the trainer, RL2 importable on a CPU
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from pathlib import Path
 from typing import Any
 
 from parity.e2e.rl2_cpu import check_versions
+from parity.e2e.subprocess_run import read_settings
 
 __all__ = [
     "CPU_OVERRIDES",
-    "SETTINGS_FILE",
     "cpu_overrides",
     "main",
     "recipe_overrides",
     "torchrun_env",
 ]
 
-SETTINGS_FILE = "settings.json"
 
 CPU_OVERRIDES = [
     # utils/offloading.py:15-26 moves FSDP's flat parameters; the model is on the CPU already
@@ -109,7 +107,7 @@ def main(run_dir: Path, model_dir: Path) -> None:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     check_versions()
-    settings = json.loads((run_dir / SETTINGS_FILE).read_text())
+    settings = read_settings(run_dir)
     os.environ.update(torchrun_env(free_port()))
     torch.set_num_threads(settings["threads"])
     torch.manual_seed(settings["seed"])
