@@ -14,6 +14,8 @@ import pytest
 pytest.importorskip("torch")
 pytest.importorskip("trl", reason="TRL is not installed (scripts/setup.sh installs it)")
 
+from e2e_steps import idle_steps_with_varied_returns
+
 from parity.curves.gpu import collect
 from parity.e2e.config import E2EConfig
 from parity.e2e.runs import (
@@ -28,6 +30,7 @@ from parity.e2e.runs import (
     table,
 )
 from parity.shared.warm_model import warm_model_dir
+from xpgym.core.wrappers.episode_log import read_episode_log
 
 STEPS = 2
 
@@ -46,7 +49,10 @@ def test_trl_trains_for_real_through_xpgym(trl_result: dict[str, Any]) -> None:
     numbers, sampler and trainer agree on the log-probs."""
     assert check(trl_result, STEPS) == []
     assert len(trl_result["loss"]) == len(trl_result["grad_norm"]) == STEPS
-    assert all(g > 0 for g in trl_result["grad_norm"])
+    episodes = read_episode_log(Path(trl_result["episode_log"]))
+    batch = E2EConfig().tasks_per_step * E2EConfig().group_size
+    assert idle_steps_with_varied_returns(trl_result["grad_norm"], episodes, batch) == []
+    assert any(g > 0 for g in trl_result["grad_norm"])
     assert "| trl | 2 |" in table({"trl": trl_result})
 
 
