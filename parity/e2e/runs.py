@@ -35,7 +35,7 @@ driver imports without it). ``--rollout`` picks the rollout engine of the traine
 harness offers a choice (`TrainerRun.rollouts`); the others run their own. ``--trainer all``
 without ``--rollout`` runs such a trainer once per rollout (``verl.json``, ``verl-vllm.json``).
 
-Per trainer it writes ``<out>/<trainer>.json`` and prints one table row: steps completed,
+Per run it writes ``<out>/<key>.json`` (`runs_of`) and prints one table row: steps completed,
 start-up and per-step wall time (rollout / update), policy tokens per step, loss and grad
 norm per step, how far the sampler's and the trainer's probabilities of the policy tokens
 are apart (`GAP_BOUNDS` names each trainer's measure), and whether every parameter tensor
@@ -127,7 +127,7 @@ class TrainerRun:
         run: ``run(cfg, out_dir, warm_dir) -> result``: train ``cfg.steps`` steps from the
             ``save_pretrained`` model in ``warm_dir`` (its own files under ``out_dir``) and
             return the result `check` and `table` read, which `run` writes to
-            ``<out_dir>/<trainer>.json`` (``trainer``,
+            ``<out_dir>/<key>.json`` (``trainer``,
             ``steps_completed``, ``startup_s``, per step ``step_s``, ``rollout_s``,
             ``policy_tokens``, ``loss``, ``grad_norm``; ``all_params_changed``; at least one
             gap of `GAP_BOUNDS`; ``rollout`` where there is a choice; ``episodes_per_step``
