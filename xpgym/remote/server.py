@@ -63,372 +63,63 @@ Semantics:
 
 from __future__ import annotations
 
-import asyncio
-import collections
-import contextlib
-import fnmatch
 import http
-import json
 import logging
 import math
 import socket
 import threading
 import time
-import traceback
-import uuid
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
-import anyio
-import anyio.to_thread
-import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from xpgym.core.env import Env, EpisodeFinishedError, ResetNeededError
-from xpgym.core.registry import UnknownEnvError, make
-from xpgym.remote.guard import (
-    MAX_ACTION_CHARS,
-    MAX_BODY_BYTES,
-    RATE_LIMIT,
-    RateLimiter,
-    bearer_token_matches,
-    check_bind,
+from xpgym.remote.guard import check_bind
+from xpgym.remote.openenv_server import openenv_routes
+from xpgym.remote.ors_server import ors_routes
+from xpgym.remote.sessions import (
+    ServerError,
+    Session,
+    SessionStore,
+    client_of,
+    error_from,
+    json_field,
+    read_json_body,
+    to_json,
 )
 
-__all__ = ["BackgroundServer", "EnvServer", "create_app", "serve", "to_json"]
+__all__ = ["BackgroundServer", "EnvServer", "create_app", "serve"]
 
 logger = logging.getLogger(__name__)
 
 
-class _HTTPError(Exception):
-    """An error with an HTTP status, turned into a JSON error body."""
+class EnvServer(SessionStore):
+    """A `SessionStore` answering xpgym's own protocol (the module docstring), with the
+    OpenEnv and ORS front ends over the same sessions; arguments as for `SessionStore`."""
 
-    def __init__(
-        self,
-        status: int,
-        type_name: str,
-        message: str,
-        tb: str = "",
-        headers: Mapping[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type_name = type_name
-        self.message = message
-        self.tb = tb
-        self.headers = headers
-
-
-def _lenient(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    return repr(value)
-
-
-def _strict(value: Any) -> Any:
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"{type(value).__name__} value {value!r:.80} cannot be sent as JSON")
-
-
-def to_json(value: Any, *, strict: bool = False) -> bytes:
-    """Encode `value` as UTF-8 JSON (see the module docstring for what cannot cross).
-
-    Args:
-        value: Any value; dict keys that are not str/int/float/bool/None raise `TypeError`.
-        strict: Raise `TypeError` on values JSON cannot hold instead of sending their repr.
-    """
-    return json.dumps(value, default=_strict if strict else _lenient).encode()
-
-
-def _error_from(exc: BaseException) -> _HTTPError:
-    if isinstance(exc, _HTTPError):
-        return exc
-    if isinstance(exc, (ResetNeededError, EpisodeFinishedError)):
-        status = 409
-    elif isinstance(exc, UnknownEnvError):
-        status = 404
-    else:
-        status = 500
-    tb = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    return _HTTPError(status, type(exc).__name__, str(exc), tb)
-
-
-_JSON_TYPE_NAMES = {
-    str: "a string",
-    int: "an integer",
-    float: "a number",
-    bool: "a boolean",
-    list: "an array",
-    dict: "an object",
-    type(None): "null",
-}
-
-
-def _field(body: dict[str, Any], name: str, kind: type, *, required: bool = False) -> Any:
-    """``body[name]`` if it has JSON type `kind` (or is absent/null and not `required`).
-
-    Raises:
-        _HTTPError: 422 ``InvalidField`` naming the field, the expected and the sent type.
-    """
-    value = body.get(name)
-    if value is None and not required:
-        return None
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        expected = _JSON_TYPE_NAMES[kind] + ("" if required else " or null")
-        sent = _JSON_TYPE_NAMES.get(type(value), type(value).__name__)
-        raise _HTTPError(422, "InvalidField", f"field {name!r} must be {expected}, got {sent}")
-    return value
-
-
-def _client_of(scope: Scope) -> str:
-    """The client a request counts against: its remote address (see `xpgym.remote.guard`)."""
-    client = scope.get("client")
-    return str(client[0]) if client else "unknown"
-
-
-@dataclass(eq=False)
-class _Session:
-    id: str
-    env_id: str
-    env: Env
-    owner: str
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    last_used: float = field(default_factory=time.monotonic)
-    in_flight: int = 0
-    closed: bool = False
-    steps_done: int = 0
-    last_step: bytes | None = None
-
-
-class EnvServer:
-    """The session store and request handlers behind `create_app`.
-
-    Args:
-        env_patterns: Globs over env ids that clients may create (``"game:*"``, ``"*"``).
-        max_sessions: Open sessions allowed at once; further creates get 503.
-        idle_timeout: Seconds without a request after which a session is closed.
-        threads: Worker threads for env calls (default: `max_sessions`, so every session
-            can block in its env at the same time).
-        keep_alive: Seconds the HTTP server keeps an idle connection open (sent to clients,
-            which reconnect before it expires).
-        token: Bearer token every request must carry (``None``: no authentication; then
-            `serve` and `BackgroundServer` bind to loopback only). Never logged.
-        max_body_bytes: Largest request body in bytes (413 ``BodyTooLarge``). Leave room
-            for JSON escaping above `max_action_chars`.
-        max_action_chars: Longest step action in characters (413 ``ActionTooLong``).
-        max_sessions_per_client: Open sessions one client may hold (429
-            ``TooManyClientSessions``; default `max_sessions`: one client, e.g. one trainer,
-            may use the whole server; set it lower when clients share a server).
-        rate_limit: Requests per second one client may make on average (429
-            ``RateLimited`` with ``Retry-After``); 0 turns the rate limit off.
-        rate_burst: Requests one client may make at once (default ``2 * rate_limit``).
-        clock: Monotonic clock of the rate limiter (tests inject a fake one).
-    """
-
-    def __init__(
-        self,
-        env_patterns: Sequence[str],
-        *,
-        max_sessions: int = 256,
-        idle_timeout: float = 300.0,
-        threads: int | None = None,
-        keep_alive: float = 75.0,
-        token: str | None = None,
-        max_body_bytes: int = MAX_BODY_BYTES,
-        max_action_chars: int = MAX_ACTION_CHARS,
-        max_sessions_per_client: int | None = None,
-        rate_limit: float = RATE_LIMIT,
-        rate_burst: int | None = None,
-        clock: Callable[[], float] | None = None,
-    ) -> None:
-        if not env_patterns:
-            raise ValueError("env_patterns must name at least one glob, e.g. ['game:*'] or ['*']")
-        if max_sessions < 1:
-            raise ValueError(f"max_sessions must be >= 1, got {max_sessions}")
-        if idle_timeout <= 0:
-            raise ValueError(f"idle_timeout must be positive seconds, got {idle_timeout}")
-        if max_body_bytes < 1 or max_action_chars < 1:
-            raise ValueError("max_body_bytes and max_action_chars must be >= 1")
-        if rate_limit < 0:
-            raise ValueError(f"rate_limit must be >= 0 requests/s (0: off), got {rate_limit}")
-        self.env_patterns = tuple(env_patterns)
-        self.max_sessions = max_sessions
-        self.idle_timeout = idle_timeout
-        self.threads = threads or max_sessions
-        self.keep_alive = keep_alive
-        self.token = token or None
-        self.max_body_bytes = max_body_bytes
-        self.max_action_chars = max_action_chars
-        self.max_sessions_per_client = max_sessions_per_client or max_sessions
-        self.rate_limiter = (
-            RateLimiter(rate_limit, rate_burst or max(1, math.ceil(2 * rate_limit)), clock=clock)
-            if rate_limit
-            else None
-        )
-        self.sessions: dict[str, _Session] = {}
-        self._reserved = 0  # sessions being built, counted against max_sessions
-        self._owned: collections.Counter[str] = collections.Counter()  # per client, + building
-        self._limiter: anyio.CapacityLimiter | None = None
-        self._closing: set[asyncio.Task] = set()
-
-    # -- plumbing ------------------------------------------------------------------------
-    async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.threads)
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
-
-    def admit(self, scope: Scope) -> None:
-        """Check a request's token, rate limit and declared body size, before any route.
-
-        Raises:
-            _HTTPError: 401, 429 (with ``Retry-After``), 400 or 413.
-        """
-        headers = dict(scope["headers"])
-        if self.token is not None and not bearer_token_matches(
-            headers.get(b"authorization"), self.token
-        ):
-            logger.info("refused %s %s from %s: no valid token", *_request_line(scope))
-            raise _HTTPError(
-                401,
-                "Unauthorized",
-                "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
-                "(RemoteEnv(token=...) or XPGYM_SERVER_TOKEN on the client)",
-                headers={"WWW-Authenticate": "Bearer"},
-            )
-        if self.rate_limiter is not None:
-            wait = self.rate_limiter.acquire(_client_of(scope))
-            if wait:
-                retry_after = max(1, math.ceil(wait))
-                raise _HTTPError(
-                    429,
-                    "RateLimited",
-                    f"more than {self.rate_limiter.rate:g} requests/s (bursts of "
-                    f"{self.rate_limiter.burst}) from {_client_of(scope)}; retry after "
-                    f"{retry_after} s, or start the server with a larger --rate-limit",
-                    headers={"Retry-After": str(retry_after)},
-                )
-        length = headers.get(b"content-length")
-        if length is not None:
-            if not length.isdigit():
-                raise _HTTPError(400, "BadRequest", f"bad Content-Length {length[:40]!r}")
-            if int(length) > self.max_body_bytes:
-                raise self._body_too_large()
-
-    def _body_too_large(self) -> _HTTPError:
-        return _HTTPError(
-            413,
-            "BodyTooLarge",
-            f"request body over {self.max_body_bytes} bytes (--max-body-bytes)",
-        )
-
-    def capped(self, receive: Receive) -> Receive:
-        """`receive` that raises 413 once the body read so far exceeds `max_body_bytes`."""
-        received = 0
-
-        async def capped_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if received > self.max_body_bytes:
-                raise self._body_too_large()
-            return message
-
-        return capped_receive
-
-    def allows(self, env_id: str) -> bool:
-        """Whether clients may create `env_id` (matches a pattern and is not ``remote:``)."""
-        if env_id.startswith("remote:"):
-            return False
-        return any(fnmatch.fnmatchcase(env_id, p) for p in self.env_patterns)
-
-    @contextlib.asynccontextmanager
-    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
-        """Run the idle reaper while the app is up; close every session on shutdown."""
-        reaper = asyncio.create_task(self._reap_forever())
+    async def _run(self, request: Request, fn: Callable[[Session, dict], Any]) -> Response:
+        """Run `fn(session, body)` for a native session route; map errors to replies."""
         try:
-            yield
-        finally:
-            reaper.cancel()
-            for session in list(self.sessions.values()):
-                await self._close_session(session)
-
-    async def _reap_forever(self) -> None:
-        period = min(1.0, self.idle_timeout / 4)
-        while True:
-            await asyncio.sleep(period)
-            deadline = time.monotonic() - self.idle_timeout
-            for session in list(self.sessions.values()):
-                if session.in_flight == 0 and session.last_used < deadline:
-                    logger.info("closing idle session %s (%s)", session.id, session.env_id)
-                    await self._close_session(session)
-            if self.rate_limiter is not None:
-                self.rate_limiter.prune()
-
-    async def _close_session(self, session: _Session) -> None:
-        self.sessions.pop(session.id, None)
-        if session.closed:
-            return
-        session.closed = True
-        self._release(session.owner)
-        async with session.lock:  # wait for a call in flight before closing the env
-            try:
-                await self._in_thread(session.env.close)
-            except Exception:
-                logger.exception("closing session %s raised", session.id)
-
-    async def _run(self, request: Request, fn: Callable[[_Session, dict], Any]) -> Response:
-        """Run `fn(session, body)` in a thread under the session's lock; map errors."""
-        try:
-            session = self._session_of(request)
+            session = self.session_for(request.path_params["session_id"], client_of(request.scope))
             if session is None:
-                raise _HTTPError(
+                raise ServerError(
                     404,
                     "SessionNotFound",
                     f"no session {request.path_params['session_id']!r} (never created, "
                     f"deleted, or closed after {self.idle_timeout:g} s idle); create a new one",
                 )
-            body = await _json_body(request)
-            session.in_flight += 1
-            try:
-                async with session.lock:
-                    if session.closed:
-                        raise _HTTPError(404, "SessionNotFound", f"session {session.id} closed")
-                    payload = await self._in_thread(fn, session, body)
-            finally:
-                session.in_flight -= 1
-                session.last_used = time.monotonic()
+            body = await read_json_body(request)
+            payload = await self.call(session, lambda s: fn(s, body))
             return Response(payload, media_type="application/json")
         except Exception as exc:
             return _error_response(exc)
 
-    def _release(self, client: str) -> None:
-        """Give back one of `client`'s session slots (forget the client at zero)."""
-        self._owned[client] -= 1
-        if self._owned[client] <= 0:
-            del self._owned[client]
-
-    def _session_of(self, request: Request) -> _Session | None:
-        """The session named in the path if the requesting client owns it, else `None`."""
-        session = self.sessions.get(request.path_params["session_id"])
-        if session is None or session.owner != _client_of(request.scope):
-            return None
-        return session
-
-    # -- handlers ------------------------------------------------------------------------
     async def health(self, request: Request) -> Response:
         limiter = self.rate_limiter
         return JSONResponse(
@@ -451,48 +142,14 @@ class EnvServer:
 
     async def create(self, request: Request) -> Response:
         try:
-            body = await _json_body(request)
-            env_id = _field(body, "env_id", str, required=True)
-            kwargs = _field(body, "kwargs", dict) or {}
-            client = _client_of(request.scope)
-            if not self.allows(env_id):
-                raise _HTTPError(
-                    403,
-                    "EnvNotAllowed",
-                    f"env id {env_id!r} is not served here; allowed: {list(self.env_patterns)}",
-                )
-            if len(self.sessions) + self._reserved >= self.max_sessions:
-                raise _HTTPError(
-                    503,
-                    "TooManySessions",
-                    f"the server holds its maximum of {self.max_sessions} sessions; close "
-                    "sessions (DELETE /sessions/{id}) or start the server with a larger "
-                    "--max-sessions",
-                )
-            if self._owned[client] >= self.max_sessions_per_client:
-                raise _HTTPError(
-                    429,
-                    "TooManyClientSessions",
-                    f"client {client} holds its maximum of {self.max_sessions_per_client} "
-                    "sessions; close sessions (DELETE /sessions/{id}) or start the server "
-                    "with a larger --max-sessions-per-client",
-                )
-            self._reserved += 1
-            self._owned[client] += 1  # handed to the session, or given back on failure
-            try:
-                env = await self._in_thread(_make_env, env_id, kwargs)
-            except BaseException:
-                self._release(client)
-                raise
-            finally:
-                self._reserved -= 1
-            session = _Session(uuid.uuid4().hex, env_id, env, owner=client)
-            self.sessions[session.id] = session
-            logger.debug("created session %s (%s)", session.id, env_id)
+            body = await read_json_body(request)
+            env_id = json_field(body, "env_id", str, required=True)
+            kwargs = json_field(body, "kwargs", dict) or {}
+            session = await self.open_session(env_id, kwargs, client_of(request.scope))
             reply = {
                 "session_id": session.id,
                 "env_id": env_id,
-                "metadata": env.metadata,
+                "metadata": session.env.metadata,
                 "keep_alive": self.keep_alive,
             }
             return Response(to_json(reply), media_type="application/json")
@@ -500,16 +157,14 @@ class EnvServer:
             return _error_response(exc)
 
     async def delete(self, request: Request) -> Response:
-        session = self._session_of(request)
+        session = self.session_for(request.path_params["session_id"], client_of(request.scope))
         if session is not None:  # answer now; the env closes once a call in flight returns
-            task = asyncio.create_task(self._close_session(session))
-            self._closing.add(task)
-            task.add_done_callback(self._closing.discard)
+            self.close_soon(session)
         return JSONResponse({})
 
     async def reset(self, request: Request) -> Response:
-        def run(session: _Session, body: dict) -> bytes:
-            seed, options = _field(body, "seed", int), _field(body, "options", dict)
+        def run(session: Session, body: dict) -> bytes:
+            seed, options = json_field(body, "seed", int), json_field(body, "options", dict)
             obs, info = session.env.reset(seed=seed, options=options)
             session.steps_done, session.last_step = 0, None
             return to_json({"observation": obs, "info": info})
@@ -517,11 +172,11 @@ class EnvServer:
         return await self._run(request, run)
 
     async def step(self, request: Request) -> Response:
-        def run(session: _Session, body: dict) -> bytes:
-            action = _field(body, "action", str, required=True)
-            seq = _field(body, "seq", int)
+        def run(session: Session, body: dict) -> bytes:
+            action = json_field(body, "action", str, required=True)
+            seq = json_field(body, "seq", int)
             if len(action) > self.max_action_chars:
-                raise _HTTPError(
+                raise ServerError(
                     413,
                     "ActionTooLong",
                     f"field 'action' has {len(action)} characters, over the server's "
@@ -531,7 +186,7 @@ class EnvServer:
                 if seq == session.steps_done and session.last_step is not None:
                     return session.last_step  # a retry of the step that already ran
                 if seq != session.steps_done + 1:
-                    raise _HTTPError(
+                    raise ServerError(
                         409,
                         "StepOutOfOrder",
                         f"step seq {seq} but {session.steps_done} steps were done since reset",
@@ -563,15 +218,17 @@ class EnvServer:
         )
 
     async def set_state(self, request: Request) -> Response:
-        def run(session: _Session, body: dict) -> bytes:
-            session.env.set_state(_field(body, "state", dict, required=True))
+        def run(session: Session, body: dict) -> bytes:
+            session.env.set_state(json_field(body, "state", dict, required=True))
             session.steps_done, session.last_step = 0, None
             return b"{}"
 
         return await self._run(request, run)
 
     def app(self) -> Starlette:
-        """The Starlette application serving this store (see the module docstring)."""
+        """The Starlette application serving this store (see the module docstring), with
+        the OpenEnv (`xpgym.remote.openenv_server`) and ORS (`xpgym.remote.ors_server`)
+        front ends over the same sessions, token and limits."""
         prefix = "/sessions/{session_id}"
         routes = [
             Route("/health", self.health, methods=["GET"]),
@@ -582,6 +239,8 @@ class EnvServer:
             Route(prefix + "/sample_random_action", self.sample_random_action, methods=["POST"]),
             Route(prefix + "/get_state", self.get_state, methods=["POST"]),
             Route(prefix + "/set_state", self.set_state, methods=["POST"]),
+            *openenv_routes(self),
+            *ors_routes(self),
         ]
         return Starlette(
             routes=routes,
@@ -604,7 +263,7 @@ class _Gate:
             return
         try:
             self.server.admit(scope)
-        except _HTTPError as exc:
+        except ServerError as exc:
             await _error_response(exc)(scope, receive, send)
             return
         await self.app(scope, self.server.capped(receive), send)
@@ -614,41 +273,11 @@ async def _routing_error(request: Request, exc: Exception) -> Response:
     """Unknown paths (404) and methods (405) get the JSON error body too."""
     assert isinstance(exc, HTTPException)
     name = http.HTTPStatus(exc.status_code).phrase.replace(" ", "")
-    return _error_response(_HTTPError(exc.status_code, name, exc.detail, headers=exc.headers))
-
-
-def _request_line(scope: Scope) -> tuple[str, str, str]:
-    return scope["method"], scope["path"], _client_of(scope)
-
-
-def _make_env(env_id: str, kwargs: dict[str, Any]) -> Env:
-    try:
-        env = make(env_id, **kwargs)
-    except (TypeError, ValueError) as exc:
-        raise _HTTPError(400, type(exc).__name__, str(exc)) from exc
-    if not isinstance(env, Env):
-        env.close()
-        raise _HTTPError(
-            400, "NotSupported", f"{env_id!r} is a multi-agent env; only Env can be served"
-        )
-    return env
-
-
-async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        body = json.loads(raw)
-    except (ValueError, RecursionError) as exc:  # RecursionError: nested too deep
-        raise _HTTPError(400, "BadRequest", f"request body is not JSON: {exc}") from exc
-    if not isinstance(body, dict):
-        raise _HTTPError(400, "BadRequest", "request body must be a JSON object")
-    return body
+    return _error_response(ServerError(exc.status_code, name, exc.detail, headers=exc.headers))
 
 
 def _error_response(exc: BaseException) -> Response:
-    err = _error_from(exc)
+    err = error_from(exc)
     if err.status >= 500:
         logger.warning("env call failed: %s: %s", err.type_name, err.message)
     body = {"error": {"type": err.type_name, "message": err.message, "traceback": err.tb}}
