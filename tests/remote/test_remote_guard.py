@@ -353,25 +353,56 @@ def test_the_rate_limit_answers_429_with_retry_after_per_client():
         assert call(srv.url, "GET", "/health").status == 429
 
 
-def test_the_client_waits_out_the_rate_limit_instead_of_failing(monkeypatch):
-    """`RemoteEnv` sleeps ``Retry-After`` and retries; its sleep here advances the fake clock."""
-    clock = FakeClock()
+def _sleeps_on(clock: FakeClock | None, monkeypatch) -> list[float]:
+    """Make `RemoteEnv` sleep on a fake clock (advanced by each sleep, if given); the waits."""
     waits: list[float] = []
 
     def fake_sleep(seconds: float) -> None:
         waits.append(seconds)
-        clock.now += seconds
+        if clock is not None:
+            clock.now += seconds
 
     fake_time = types.SimpleNamespace(sleep=fake_sleep, monotonic=time.monotonic)
     monkeypatch.setattr(xpgym.remote.client, "time", fake_time)
+    return waits
+
+
+def test_the_client_waits_out_the_rate_limit_instead_of_failing(monkeypatch):
+    """`RemoteEnv` sleeps ``Retry-After`` (times a jitter in [1, 1.5)) and sends again."""
+    clock = FakeClock()
+    waits = _sleeps_on(clock, monkeypatch)
     with BackgroundServer(["game:*"], rate_limit=0.5, rate_burst=1, clock=clock) as srv:
-        with RemoteEnv(srv.url, GUESS) as env:
+        with RemoteEnv(srv.url, GUESS, max_retries=0) as env:  # re-sends are not retries
             assert transcript(env, 5) == transcript(xpgym.make(GUESS), 5)
-        assert waits == [2.0] * 4  # create took the burst; reset and 3 steps waited once each
-        with RemoteEnv(srv.url, GUESS, max_retries=0) as impatient:
+        # the create took the burst; the reset, 3 steps and the closing DELETE waited once each
+        assert len(waits) == 5
+        assert all(2.0 <= wait < 3.0 for wait in waits)
+        assert len(set(waits)) > 1  # jittered: clients refused together come back apart
+
+
+def test_the_client_gives_up_once_its_waits_would_pass_its_timeout(monkeypatch):
+    clock = FakeClock()  # never advanced by the client's sleeps: the server refuses forever
+    waits = _sleeps_on(None, monkeypatch)
+    with BackgroundServer(["game:*"], rate_limit=0.5, rate_burst=1, clock=clock) as srv:
+        with RemoteEnv(srv.url, GUESS, timeout=5.0) as env:
             with pytest.raises(RemoteEnvError, match="RateLimited") as info:
-                impatient.reset(seed=0)
+                env.reset(seed=0)  # the create took the burst
             assert info.value.status == 429
+            assert 1 <= len(waits) <= 2
+            assert sum(waits[:-1]) + 2.0 <= 5.0  # each wait began within the budget
+        with RemoteEnv(srv.url, GUESS, timeout=1.0) as hasty:  # Retry-After 2 s > 1 s
+            waits.clear()
+            with pytest.raises(RemoteEnvError, match="RateLimited"):
+                hasty.reset(seed=0)
+            assert waits == []
+
+
+@pytest.mark.parametrize(
+    ("status", "header", "wait"),
+    [(429, "2", 2.0), (503, "1.5", 1.5), (429, None, None), (503, None, None), (500, "1", None)],
+)
+def test_only_a_429_or_503_with_retry_after_is_sent_again(status, header, wait):
+    assert xpgym.remote.client._retry_after(status, header) == wait
 
 
 # -- the serve command ----------------------------------------------------------------------

@@ -18,10 +18,14 @@ Failure contract (never a hang; every request has a socket timeout):
 * Retries: transport errors (refused, reset, closed connection) are retried up to
   ``max_retries`` times with a short backoff for every operation. That is safe for `step`
   because each step carries a sequence number and the server answers a repeated number
-  with the cached result instead of stepping twice. Timeouts are never retried. A request
-  refused by the server's rate limit (429 with ``Retry-After``; it never reached the env)
-  is sent again after ``Retry-After`` seconds, within the same ``max_retries``, unless that
-  wait is longer than ``timeout``.
+  with the cached result instead of stepping twice. Timeouts are never retried.
+* Back-off: a request the server refused for now (429 or 503 with ``Retry-After``: its rate
+  limit; the request never reached the env) is sent again after ``Retry-After`` seconds
+  times a random factor in [1, 1.5) (clients refused together come back apart), as often as
+  it takes, until the waits of that one request would pass ``timeout`` seconds in total;
+  then the refusal is raised (`RemoteEnvError` with its status; an infra error in `step`).
+  These re-sends do not count against ``max_retries``. A 429 or 503 without ``Retry-After``
+  (the session limits: ``TooManyClientSessions``, ``TooManySessions``) is raised at once.
 
 Authentication: with ``token=...`` (or ``XPGYM_SERVER_TOKEN`` in the environment when
 ``token`` is not given) every request carries ``Authorization: Bearer <token>``. The token
@@ -43,6 +47,7 @@ import http.client
 import json
 import logging
 import os
+import random
 import threading
 import time
 import urllib.parse
@@ -152,8 +157,8 @@ class RemoteEnv(Env[str]):
         timeout: Seconds each request may wait for the server (socket timeout), including
             the env call itself: set it above your env's slowest step.
         connect_timeout: Seconds to open a connection.
-        max_retries: Retries after transport errors (not after timeouts) and after the
-            server's rate limit refused a request.
+        max_retries: Retries after transport errors (not after timeouts); re-sends after
+            the server's ``Retry-After`` are bounded by `timeout` instead (module docstring).
         token: The server's bearer token (default: ``XPGYM_SERVER_TOKEN`` if set, else none).
         **env_kwargs: Keyword arguments for the env on the server (must be JSON).
 
@@ -190,6 +195,7 @@ class RemoteEnv(Env[str]):
         self._conn_used = 0.0
         self._keep_alive = 5.0  # uvicorn's default until the server tells us its own
         self._lock = threading.Lock()
+        self._jitter = random.Random()
         self._steps = 0
         self._last_obs = ""  # set by every reset, which a step needs first
         self._metadata: dict[str, Any] = {}
@@ -363,7 +369,9 @@ class RemoteEnv(Env[str]):
         if self.token is not None:
             headers["Authorization"] = f"Bearer {self.token}"
         full_path = self._parts.path + path
-        for attempt in range(retries + 1):
+        attempt = 0  # transport failures so far
+        waited = 0.0  # seconds slept on the server's Retry-After so far
+        while True:
             try:
                 conn = self._connection()
                 conn.request(method, full_path, body=data, headers=headers)
@@ -374,10 +382,12 @@ class RemoteEnv(Env[str]):
                 if response.will_close:
                     self._disconnect()
                 wait = _retry_after(status, response.getheader("Retry-After"))
-                if wait is None or wait > self.timeout or attempt == retries:
+                if wait is None or waited + wait > self.timeout:
                     break
-                logger.info("%s rate-limited this client; retrying in %g s", self.url, wait)
+                wait *= 1.0 + 0.5 * self._jitter.random()  # refused together, back apart
+                logger.info("%s answered %d; retrying in %.2f s", self.url, status, wait)
                 time.sleep(wait)
+                waited += wait
             except TimeoutError as exc:
                 self._disconnect()
                 raise RemoteEnvError(
@@ -396,6 +406,7 @@ class RemoteEnv(Env[str]):
                         error_type=type(exc).__name__,
                     ) from exc
                 time.sleep(0.05 * 2**attempt)
+                attempt += 1
         try:
             reply = json.loads(raw) if raw else {}
         except ValueError as exc:
@@ -418,9 +429,10 @@ class RemoteEnv(Env[str]):
 
 
 def _retry_after(status: int, header: str | None) -> float | None:
-    """Seconds to wait before retrying a rate-limited (429 with ``Retry-After``) request."""
-    if status != 429 or header is None:
-        return None  # a 429 without Retry-After (the session limit) is not about time
+    """Seconds to wait before re-sending a request the server refused for now: a 429 or 503
+    with ``Retry-After`` (in seconds); `None` for anything else."""
+    if status not in (429, 503) or header is None:
+        return None  # without Retry-After (the session limits) it is not about time
     try:
         return max(0.0, float(header))
     except ValueError:
