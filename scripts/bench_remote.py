@@ -92,9 +92,12 @@ def _health(url: str) -> dict[str, Any]:
 
 
 class ServerProcess:
-    """``python -m xpgym serve --import bench_remote --env bench:*`` on a free port."""
+    """``python -m xpgym serve --import bench_remote --env bench:*`` on a free port.
 
-    def __init__(self, max_sessions: int) -> None:
+    `extra_args` go to the serve command as they are (e.g. raised limits).
+    """
+
+    def __init__(self, max_sessions: int, extra_args: tuple[str, ...] = ()) -> None:
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         env = {
@@ -103,6 +106,7 @@ class ServerProcess:
         }
         cmd = [sys.executable, "-m", "xpgym", "serve", "--import", "bench_remote"]
         cmd += ["--env", "bench:*", "--port", str(port), "--max-sessions", str(max_sessions)]
+        cmd += extra_args
         self.proc = subprocess.Popen(cmd, env=env, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 30
         while True:
