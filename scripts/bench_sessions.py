@@ -17,7 +17,7 @@ Servers (each a subprocess started by this script on 127.0.0.1, stopped after it
 * ``xpgym-native``: the same command, xpgym's HTTP protocol (``/sessions``), from an asyncio
   HTTP client (aiohttp) with one keep-alive connection per session;
 * ``openenv``: OpenEnv's own `create_app` (scripts/openenv_sleep_server.py, in the openenv
-  side venv ``.venv/interop/openenv``) with ``max_concurrent_envs=N``, its documented
+  side venv ``<venv>/interop/openenv``) with ``max_concurrent_envs=N``, its documented
   concurrency setting, the same env.
 
 The client is one asyncio process (``websockets`` for the WebSocket servers). Limits raised
@@ -60,7 +60,8 @@ ENV_ID = "bench:SessionSleep-v0"
 SLEEP_VARIABLE = "XPGYM_BENCH_SESSIONS_SLEEP"
 """The server reads the env's sleep from this variable when it imports this module."""
 SERVERS = ("xpgym-openenv", "xpgym-native", "openenv")
-OPENENV_PYTHON = ROOT / ".venv" / "interop" / "openenv" / "bin" / "python"
+OPENENV_PYTHON = Path(sys.prefix) / "interop" / "openenv" / "bin" / "python"
+"""The openenv side venv of the venv running this script (scripts/setup.sh step 4)."""
 
 # Sessions never end on their own: the benchmark steps each one exactly --turns times.
 xpgym.register(

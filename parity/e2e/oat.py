@@ -17,12 +17,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
-from parity.e2e.subprocess_run import max_metric, metric, prepare_run_dir, run_logged
+from parity.e2e.subprocess_run import (
+    launch_harness,
+    max_metric,
+    metric,
+    prepare_run_dir,
+    weight_report,
+)
 from parity.shared.trainer_code import package_version
 
 __all__ = ["LAUNCH_TIMEOUT_S", "MAX_LEN", "MAX_TURNS", "run_oat"]
@@ -103,21 +108,17 @@ def run_oat(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         max_len=MAX_LEN,
         stale=(METRICS_FILE, WEIGHTS_FILE),
     )
-    command = [sys.executable, "-m", "parity.e2e.oat_cpu.launch", str(run_dir)]
-    command.append(str(Path(warm_dir).resolve()))
-    done = run_logged(
-        command,
+    done = launch_harness(
+        "parity.e2e.oat_cpu",
+        run_dir,
+        warm_dir,
         env={**os.environ, **harness_env(run_dir)},
-        log_path=run_dir / "launch.log",
         limit_s=LAUNCH_TIMEOUT_S + STEP_TIMEOUT_S * cfg.steps,
         name=f"Oat's CPU run ({cfg.steps} steps)",
     )
     versions.update({name: package_version(name) for name in ("torch", "transformers")})
     metrics = run_dir / METRICS_FILE
     steps = [json.loads(line) for line in metrics.open()] if metrics.exists() else []
-    weights_file = run_dir / WEIGHTS_FILE
-    weights = json.loads(weights_file.read_text()) if weights_file.exists() else {}
-    changed = weights.get("changed", {})
     per_step = {key: [metric(s.get(key)) for s in steps] for key in _PER_STEP}
     result = {
         "trainer": "oat",
@@ -128,10 +129,7 @@ def run_oat(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         "rows": [int(s.get("rows", 0)) for s in steps],
         "max_prob_gap": max_metric(per_step["max_prob_gap"]),
         "oat_metrics": [s.get("oat", {}) for s in steps],
-        "all_params_changed": bool(changed) and all(changed.values()),
-        "params_unchanged": sorted(k for k, v in changed.items() if not v),
-        "weight_syncs": int(weights.get("syncs", 0)),
-        "weights_finite": bool(weights.get("finite", False)),
+        **weight_report(run_dir / WEIGHTS_FILE),
         "episodes_per_step": cfg.tasks_per_step * cfg.group_size,
         "wall_s": done.wall_s,
         "peak_rss_gib": done.peak_rss_gib,

@@ -18,17 +18,17 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
 from parity.e2e.subprocess_run import (
     HarnessRun,
+    launch_harness,
     max_metric,
     metric,
     prepare_run_dir,
-    run_logged,
+    weight_report,
 )
 from parity.shared.trainer_code import package_version
 
@@ -111,12 +111,11 @@ def run_openrlhf(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any
     run_dir = prepare_run_dir(
         out_dir, "openrlhf", cfg, max_turns=MAX_TURNS, max_len=MAX_LEN, stale=_REPORTS
     )
-    command = [sys.executable, "-m", "parity.e2e.openrlhf_cpu.launch", str(run_dir)]
-    command.append(str(Path(warm_dir).resolve()))
-    done = run_logged(
-        command,
+    done = launch_harness(
+        "parity.e2e.openrlhf_cpu",
+        run_dir,
+        warm_dir,
         env={**os.environ, **harness_env(run_dir)},
-        log_path=run_dir / "launch.log",
         limit_s=LAUNCH_TIMEOUT_S + STEP_TIMEOUT_S * cfg.steps,
         name=f"OpenRLHF's CPU run ({cfg.steps} steps)",
     )
@@ -131,9 +130,6 @@ def _result(run_dir: Path, done: HarnessRun, versions: dict[str, str]) -> dict[s
     metrics = run_dir / METRICS_FILE
     steps = [json.loads(line) for line in metrics.open()] if metrics.exists() else []
     per_step = {key: [metric(s.get(name)) for s in steps] for key, name in _METRICS.items()}
-    weights_file = run_dir / WEIGHTS_FILE
-    weights = json.loads(weights_file.read_text()) if weights_file.exists() else {}
-    changed = weights.get("changed", {})
     return {
         "trainer": "openrlhf",
         "steps_completed": len(steps),
@@ -142,9 +138,7 @@ def _result(run_dir: Path, done: HarnessRun, versions: dict[str, str]) -> dict[s
         "policy_tokens": [int(s.get("policy_tokens", 0)) for s in steps],
         "max_logprob_gap": max_metric([metric(s.get("max_logprob_gap")) for s in steps]),
         "turn_start_gap": _span([s.get("turn_start_gap") for s in steps]),
-        "all_params_changed": bool(changed) and all(changed.values()),
-        "params_unchanged": sorted(k for k, v in changed.items() if not v),
-        "weight_syncs": int(weights.get("syncs", 0)),
+        **weight_report(run_dir / WEIGHTS_FILE),
         "wall_s": done.wall_s,
         "peak_rss_gib": done.peak_rss_gib,
         "versions": versions,

@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
-from parity.e2e.subprocess_run import max_metric, metric, prepare_run_dir, run_logged
+from parity.e2e.subprocess_run import (
+    launch_harness,
+    max_metric,
+    metric,
+    prepare_run_dir,
+    weight_report,
+)
 from parity.shared.trainer_code import package_version
 
 __all__ = ["LAUNCH_TIMEOUT_S", "MAX_LEN", "MAX_TURNS", "run_rl2"]
@@ -106,10 +111,11 @@ def run_rl2(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     )
     repo = Path(__file__).resolve().parents[2]
     path = os.pathsep.join(p for p in (str(repo), os.environ.get("PYTHONPATH", "")) if p)
-    run = run_logged(
-        [sys.executable, "-m", "parity.e2e.rl2_cpu.launch", str(run_dir), str(warm_dir)],
+    run = launch_harness(
+        "parity.e2e.rl2_cpu",
+        run_dir,
+        warm_dir,
         env={**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"},
-        log_path=run_dir / "launch.log",
         limit_s=LAUNCH_TIMEOUT_S + STEP_TIMEOUT_S * cfg.steps,
         name=f"RL2's CPU run of {cfg.steps} steps",
     )
@@ -138,8 +144,6 @@ def _result(
     """The result dict from RL2's merged step rows and the server's weight report."""
     per_step = {key: [metric(s.get(name)) for s in steps] for key, name in _METRICS.items()}
     step_s = [sum(float(s.get(timer, 0.0)) for timer in _TIMERS) for s in steps]
-    weights = json.loads(weights_file.read_text()) if weights_file.exists() else {}
-    changed = weights.get("changed", {})
     return {
         "trainer": "rl2",
         "steps_completed": len(steps),
@@ -148,10 +152,7 @@ def _result(
         **{key: values for key, values in per_step.items() if key != "max_logprob_gap"},
         "policy_tokens": [int(s.get("parity/policy_tokens", 0)) for s in steps],
         "max_logprob_gap": max_metric(per_step["max_logprob_gap"]),
-        "all_params_changed": bool(changed) and all(changed.values()),
-        "params_unchanged": sorted(k for k, v in changed.items() if not v),
-        "weight_syncs": int(weights.get("syncs", 0)),
-        "weights_finite": weights.get("finite"),
+        **weight_report(weights_file),
         "wall_s": wall,
         "versions": versions,
     }

@@ -4,9 +4,10 @@ The end-to-end runs whose trainer starts its own processes (Ray, vLLM's engine, 
 launch their CPU harness with `run_logged`: a fresh session (so a timeout kills the whole
 process tree), output to a log file, Ray's ``RAY_ADDRESS`` dropped (the run starts its own
 cluster, never joins one the caller points at), and the largest summed resident memory of
-the process tree sampled while it runs. `prepare_run_dir` gives each run its directory with the
-settings its launch reads back (`read_settings`); `metric` and `max_metric` read what a trainer
-logged.
+the process tree sampled while it runs; `launch_harness` is the one way such a run starts its
+harness's launch module. `prepare_run_dir` gives each run its directory with the
+settings its launch reads back (`read_settings`); `metric`, `max_metric` and `weight_report`
+read what a trainer and the harness's observers logged.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import math
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -28,12 +30,14 @@ from parity.e2e.config import E2EConfig
 __all__ = [
     "SETTINGS_FILE",
     "HarnessRun",
+    "launch_harness",
     "log_tail",
     "max_metric",
     "metric",
     "prepare_run_dir",
     "read_settings",
     "run_logged",
+    "weight_report",
 ]
 
 SETTINGS_FILE = "settings.json"
@@ -95,6 +99,38 @@ def run_logged(
     if returncode != 0:
         raise RuntimeError(f"{name} exited with {returncode}:\n{log_tail(log_path)}")
     return HarnessRun(wall_s=time.perf_counter() - start, peak_rss_gib=peak.gib)
+
+
+def launch_harness(
+    harness: str,
+    run_dir: Path,
+    warm_dir: Path,
+    *,
+    env: Mapping[str, str],
+    limit_s: float,
+    name: str,
+) -> HarnessRun:
+    """Run ``python -m <harness>.launch RUN_DIR WARM_DIR`` with `run_logged`, its log in
+    ``RUN_DIR/launch.log`` (the harness reads its settings from `run_dir` and the warm model
+    from `warm_dir`; both are passed absolute). Raises what `run_logged` raises."""
+    command = [sys.executable, "-m", f"{harness}.launch", str(run_dir)]
+    command.append(str(Path(warm_dir).resolve()))
+    return run_logged(command, env=env, log_path=run_dir / "launch.log", limit_s=limit_s, name=name)
+
+
+def weight_report(path: Path) -> dict[str, Any]:
+    """What a harness's weight observer wrote to `path` (``{"changed": {param: bool},
+    "syncs": int, "finite": bool}``) as result-dict fields: ``all_params_changed`` (False when
+    nothing was reported), ``params_unchanged`` (sorted names), ``weight_syncs``,
+    ``weights_finite`` (None when not reported)."""
+    weights = json.loads(path.read_text()) if path.exists() else {}
+    changed: dict[str, bool] = weights.get("changed", {})
+    return {
+        "all_params_changed": bool(changed) and all(changed.values()),
+        "params_unchanged": sorted(k for k, v in changed.items() if not v),
+        "weight_syncs": int(weights.get("syncs", 0)),
+        "weights_finite": weights.get("finite"),
+    }
 
 
 def prepare_run_dir(

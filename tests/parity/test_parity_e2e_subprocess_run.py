@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import sys
@@ -12,12 +13,14 @@ import pytest
 
 from parity.e2e.config import E2EConfig
 from parity.e2e.subprocess_run import (
+    launch_harness,
     log_tail,
     max_metric,
     metric,
     prepare_run_dir,
     read_settings,
     run_logged,
+    weight_report,
 )
 
 
@@ -111,3 +114,39 @@ def test_a_run_directory_starts_without_stale_reports_and_with_the_runs_settings
         64,
     )
     assert settings["tasks_per_step"] * settings["group_size"] == 8
+
+
+def test_a_harness_launch_gets_its_run_and_warm_directories_and_logs_into_the_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    package = tmp_path / "lib" / "fake_harness"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "launch.py").write_text("import sys\nprint(sys.argv[1:])\n")
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "lib")}
+    monkeypatch.chdir(tmp_path)  # a relative warm directory is passed absolute
+    launch_harness("fake_harness", run_dir, Path("warm"), env=env, limit_s=60, name="fake")
+    logged = (run_dir / "launch.log").read_text().strip()
+    assert logged == str([str(run_dir), str(tmp_path / "warm")])
+
+
+def test_a_weight_report_becomes_the_result_fields_and_its_absence_fails_them(
+    tmp_path: Path,
+) -> None:
+    report = tmp_path / "weights.json"
+    changed = {"b": True, "a": False, "c": False}
+    report.write_text(json.dumps({"changed": changed, "syncs": 3, "finite": True}))
+    assert weight_report(report) == {
+        "all_params_changed": False,
+        "params_unchanged": ["a", "c"],
+        "weight_syncs": 3,
+        "weights_finite": True,
+    }
+    report.write_text('{"changed": {"a": true}, "syncs": 1}')
+    assert weight_report(report)["all_params_changed"] is True
+    assert weight_report(report)["weights_finite"] is None
+    missing = weight_report(tmp_path / "absent.json")
+    assert missing["all_params_changed"] is False  # nothing reported: not "all changed"
+    assert missing["weight_syncs"] == 0
