@@ -376,6 +376,20 @@ def test_idle_sessions_expire_with_the_stores_reaping():
         assert request(srv.url, "POST", "/ping", sid=waiting)[0] == 404
 
 
+def test_ors_sessions_are_held_to_the_stores_session_limit():
+    with BackgroundServer(PATTERNS, max_sessions=1) as srv:
+        first = open_session(srv)
+        _, stream = request(srv.url, "POST", "/create_session")
+        second = sse_events(stream)[0][1]
+        body = {"env_name": GUESS, "task_spec": {"seed": 1}}
+        status, reply = request(srv.url, "POST", "/create", body, sid=second)
+        assert status == 503
+        assert "maximum of 1 sessions" in reply["detail"]
+        request(srv.url, "POST", "/delete", sid=first)
+        assert wait_until(lambda: not srv.store.sessions)
+        assert request(srv.url, "POST", "/create", body, sid=second) == (200, {"sid": second})
+
+
 def test_bad_tool_names_and_arguments_are_ok_false_results(server):
     sid = open_session(server, TOOLGYM)
     path = f"/{TOOLGYM}/call"

@@ -466,6 +466,8 @@ class _OrsFrontEnd:
                 "create a new one",
             )
         episode.touched = time.monotonic()
+        if episode.session is not None:  # any request on a session keeps it from the reaper
+            episode.session.last_used = episode.touched
         return episode
 
     async def _bind(self, episode: _Episode, env_id: str) -> Session:
@@ -497,9 +499,7 @@ class _OrsFrontEnd:
         return episode.session
 
     async def ping(self, request: Request) -> Response:
-        episode = self._episode(request)
-        if episode.session is not None:
-            episode.session.last_used = time.monotonic()  # not idle: the reaper keeps it
+        self._episode(request)  # not idle now
         return JSONResponse({"status": "ok"})
 
     async def delete(self, request: Request) -> Response:
