@@ -32,7 +32,14 @@ GUESS = "game:GuessTheNumber-v0"
 TOOLGYM = "toolgym:ClosestToK-v0-easy"
 ACTIONS_ENV = "world:GridWorld-v0-actions"
 GATED = "test:OrsGate-v0"
-PATTERNS = ["game:GuessTheNumber-*", "toolgym:ClosestToK-*", "world:GridWorld-*", "test:Ors*"]
+VISION = "vision:CountShapes-v0"
+PATTERNS = [
+    "game:GuessTheNumber-*",
+    "toolgym:ClosestToK-*",
+    "world:GridWorld-*",
+    "vision:CountShapes-*",
+    "test:Ors*",
+]
 MAX_ACTION_CHARS = 4 * CHUNK_CHARS
 GATE = threading.Event()
 
@@ -287,6 +294,14 @@ def test_a_task_spec_written_by_the_client_passes_seed_and_reset_options(client)
     with client.environment(TOOLGYM).session(task=spec) as session:
         assert session.get_prompt()[0].text == expected
         assert session.call_tool("Done", {"answer": 4}).reward == 1.0
+
+
+def test_a_vision_envs_images_are_image_blocks(client):
+    obs, info = xpgym.make(VISION).reset(seed=SPLITS["validation"][4])
+    with client.environment(VISION).session(split="validation", index=4) as session:
+        text, image = session.get_prompt()
+    assert text.text == obs
+    assert (image.mimeType, f"data:image/png;base64,{image.data}") == ("image/png", *info["images"])
 
 
 def test_the_native_protocol_still_works_on_the_same_server(server):

@@ -32,7 +32,9 @@ index (``env.session(split="test", index=3)``); such a session gets its env at i
 ``/{env}/...`` request (as an ORS server builds its env in the background, errors of the
 build come back from that request). One session plays one episode:
 
-* ``GET /{env}/prompt``: the first observation, as blocks ``[{"type": "text", "text"}]``.
+* ``GET /{env}/prompt``: the first observation, as blocks ``[{"type": "text", "text"}]``,
+  then ``{"type": "image", "data", "mimeType"}`` for each image of a vision env (the base64
+  data URLs of ``info["images"]``; results of calls carry theirs the same way).
 * ``GET /{env}/task_tools`` (this session's tools) and ``GET /{env}/tools`` (the id's
   tools, learnt once by resetting an env of that id; cached).
 * ``POST /{env}/call {name, input, task_id?}``: one ``env.step``, streamed as server-sent
@@ -171,7 +173,7 @@ class _Episode:
     options: dict[str, Any] | None
     touched: float = field(default_factory=time.monotonic)
     session: Session | None = None
-    prompt: Any = None
+    prompt: list[dict[str, Any]] = field(default_factory=list)
     env_tools: list[dict[str, Any]] = field(default_factory=list)
     finished: bool = False
     last_call: _Call | None = None
@@ -235,10 +237,17 @@ def _tool_failure(message: str) -> bytes:
     return to_json({"ok": False, "error": message}, compact=True)
 
 
-def _text_blocks(observation: Any) -> list[dict[str, Any]]:
-    """An observation as ORS blocks: its text, or its JSON for a structured one."""
+def _blocks(observation: Any, info: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """An observation as ORS blocks: its text (the JSON of a structured one), then an image
+    block per base64 data URL in ``info["images"]`` (how vision envs show images)."""
     text = observation if isinstance(observation, str) else to_json(observation).decode()
-    return [{"text": text, "detail": None, "type": "text"}]
+    blocks: list[dict[str, Any]] = [{"text": text, "detail": None, "type": "text"}]
+    for url in info.get("images") or ():
+        header, _, data = url.partition(",") if isinstance(url, str) else ("", "", "")
+        if header.startswith("data:") and header.endswith(";base64") and data:
+            mime = header.removeprefix("data:").removesuffix(";base64")
+            blocks.append({"data": data, "mimeType": mime, "detail": None, "type": "image"})
+    return blocks
 
 
 def _env_tools(info: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -487,7 +496,7 @@ class _OrsFrontEnd:
                 except BaseException:
                     await self.store.close_session(session)
                     raise
-                episode.session, episode.prompt = session, obs
+                episode.session, episode.prompt = session, _blocks(obs, info)
                 episode.env_tools = _env_tools(info)
         if episode.session.env_id != env_id:
             raise ServerError(
@@ -515,7 +524,7 @@ class _OrsFrontEnd:
     async def prompt(self, request: Request) -> Response:
         episode = self._episode(request)
         await self._bind(episode, str(request.path_params["env_id"]))
-        return Response(to_json(_text_blocks(episode.prompt)), media_type="application/json")
+        return Response(to_json(episode.prompt), media_type="application/json")
 
     async def task_tools(self, request: Request) -> Response:
         episode = self._episode(request)
@@ -569,7 +578,7 @@ class _OrsFrontEnd:
             obs, reward, terminated, truncated, info = s.env.step(action)
             episode.finished = bool(terminated or truncated)
             output = {
-                "blocks": _text_blocks(obs),
+                "blocks": _blocks(obs, info),
                 "metadata": {
                     "terminated": bool(terminated),
                     "truncated": bool(truncated),
