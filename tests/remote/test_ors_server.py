@@ -9,6 +9,7 @@ test opens `GATE`: the tests see a call in flight by events, never by time.
 
 from __future__ import annotations
 
+import concurrent.futures
 import http.client
 import json
 import threading
@@ -252,6 +253,32 @@ def test_a_game_episode_through_ors_matches_xpgym_make(client):
         assert 1 < turns <= 7
         with pytest.raises(ors_client.ToolCallError, match="episode is over"):
             session.call_tool(ACTION_TOOL, {"text": "\\boxed{1}"})
+
+
+def test_concurrent_ors_clients_each_play_their_own_episode(server):
+    def play(index: int) -> list[str]:
+        with (
+            ors_client.ORS(server.url, api_key=TOKEN) as ors,
+            ors.environment(GUESS).session(split="train", index=index) as session,
+        ):
+            texts, bounds, finished = [session.get_prompt()[0].text], [1, 20], False
+            while not finished:
+                output = session.call_tool(ACTION_TOOL, {"text": guess_from(texts[-1], bounds)})
+                texts.append(output.blocks[0].text)
+                finished = output.finished
+        return texts
+
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        played = list(pool.map(play, range(4)))
+    for index, texts in enumerate(played):
+        env = xpgym.make(GUESS)
+        expected, bounds, finished = [env.reset(seed=SPLITS["train"][index])[0]], [1, 20], False
+        while not finished:
+            obs, _, terminated, truncated, _ = env.step(guess_from(expected[-1], bounds))
+            expected.append(obs)
+            finished = terminated or truncated
+        assert texts == expected
+    assert len({tuple(texts) for texts in played}) > 1  # the seeds made different episodes
 
 
 def test_a_toolgym_episode_through_ors_matches_xpgym_make(client):
