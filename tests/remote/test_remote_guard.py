@@ -70,7 +70,9 @@ def call(
         conn.request(method, path, body=payload, headers=headers, encode_chunked=chunked)
         response = conn.getresponse()
         content = response.read()
-        return Reply(response.status, json.loads(content) if content else None, response.msg)
+        is_json = response.getheader("Content-Type", "").startswith("application/json")
+        body = json.loads(content) if content and is_json else content or None  # SSE: bytes
+        return Reply(response.status, body, response.msg)
     finally:
         conn.close()
 
@@ -258,7 +260,7 @@ def test_oversize_bodies_and_actions_are_413():
             env.reset(seed=0)
             _, _, _, truncated, info = env.step("y" * 65)
             assert truncated
-            assert "ActionTooLong: field 'action' has 65 characters" in info["error"]
+            assert "ActionTooLong: the action has 65 characters" in info["error"]
             assert "HTTP 413" in info["error"]
             env.reset(seed=0)
             assert env.step("y" * 64)[3] is False  # at the limit is fine

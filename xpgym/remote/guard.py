@@ -3,7 +3,9 @@
 No web framework here: `xpgym.remote.server` turns these decisions into HTTP answers.
 
 * A server either has a bearer token (`--token` / ``XPGYM_SERVER_TOKEN``), compared in
-  constant time, or listens on loopback only (`check_bind`).
+  constant time, or listens on loopback only (`check_bind`). A request carries it as
+  ``Authorization: Bearer <token>`` or, as ORS clients send their API key, as
+  ``X-API-Key: <token>``.
 * A *client* is the remote address of a request that passed the token check. With one
   server token every authorised caller holds the same token, so the address is what tells
   clients apart (token + address = address). Sessions, the per-client session limit and the
@@ -24,6 +26,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "RATE_LIMIT",
     "RateLimiter",
+    "api_key_matches",
     "bearer_token_matches",
     "check_bind",
     "is_loopback",
@@ -76,6 +79,14 @@ def bearer_token_matches(authorization: bytes | None, token: str) -> bool:
     if scheme.lower() != b"bearer":
         return False
     return hmac.compare_digest(credentials.strip(), token.encode())
+
+
+def api_key_matches(api_key: bytes | None, token: str) -> bool:
+    """Whether an ``X-API-Key`` header value (how ORS clients send their key) is `token`,
+    compared in constant time like `bearer_token_matches`."""
+    if not api_key:
+        return False
+    return hmac.compare_digest(api_key.strip(), token.encode())
 
 
 @dataclass

@@ -175,13 +175,7 @@ class EnvServer(SessionStore):
         def run(session: Session, body: dict) -> bytes:
             action = json_field(body, "action", str, required=True)
             seq = json_field(body, "seq", int)
-            if len(action) > self.max_action_chars:
-                raise ServerError(
-                    413,
-                    "ActionTooLong",
-                    f"field 'action' has {len(action)} characters, over the server's "
-                    f"{self.max_action_chars} (--max-action-chars)",
-                )
+            self.check_action(action)
             if seq is not None:
                 if seq == session.steps_done and session.last_step is not None:
                     return session.last_step  # a retry of the step that already ran

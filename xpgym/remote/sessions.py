@@ -38,6 +38,7 @@ from xpgym.remote.guard import (
     MAX_BODY_BYTES,
     RATE_LIMIT,
     RateLimiter,
+    api_key_matches,
     bearer_token_matches,
 )
 
@@ -96,14 +97,18 @@ def _strict(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} value {value!r:.80} cannot be sent as JSON")
 
 
-def to_json(value: Any, *, strict: bool = False) -> bytes:
+def to_json(value: Any, *, strict: bool = False, compact: bool = False) -> bytes:
     """Encode `value` as UTF-8 JSON (see the module docstring for what cannot cross).
 
     Args:
         value: Any value; dict keys that are not str/int/float/bool/None raise `TypeError`.
         strict: Raise `TypeError` on values JSON cannot hold instead of sending their repr.
+        compact: No spaces after ``,`` and ``:``, so every space is inside a string.
     """
-    return json.dumps(value, default=_strict if strict else _lenient).encode()
+    separators = (",", ":") if compact else None
+    return json.dumps(
+        value, default=_strict if strict else _lenient, separators=separators
+    ).encode()
 
 
 def error_from(exc: BaseException) -> ServerError:
@@ -252,21 +257,24 @@ class SessionStore:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
 
     def admit(self, scope: Scope) -> None:
-        """Check a request's token, rate limit and declared body size, before any route.
+        """Check a request's token (``Authorization: Bearer`` or ``X-API-Key``), rate limit
+        and declared body size, before any route.
 
         Raises:
             ServerError: 401, 429 (with ``Retry-After``), 400 or 413.
         """
         headers = dict(scope["headers"])
-        if self.token is not None and not bearer_token_matches(
-            headers.get(b"authorization"), self.token
+        if self.token is not None and not (
+            bearer_token_matches(headers.get(b"authorization"), self.token)
+            or api_key_matches(headers.get(b"x-api-key"), self.token)
         ):
             logger.info("refused %s %s from %s: no valid token", *_request_line(scope))
             raise ServerError(
                 401,
                 "Unauthorized",
                 "missing or wrong bearer token: send 'Authorization: Bearer <token>' "
-                "(RemoteEnv(token=...) or XPGYM_SERVER_TOKEN on the client)",
+                "(RemoteEnv(token=...) or XPGYM_SERVER_TOKEN on the client) or "
+                "'X-API-Key: <token>' (ORS clients: ORS(api_key=...) or ORS_API_KEY)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
         if self.rate_limiter is not None:
@@ -314,6 +322,33 @@ class SessionStore:
         if env_id.startswith("remote:"):
             return False
         return any(fnmatch.fnmatchcase(env_id, p) for p in self.env_patterns)
+
+    def check_allowed(self, env_id: str) -> None:
+        """Refuse an env id clients may not create.
+
+        Raises:
+            ServerError: 403 ``EnvNotAllowed`` naming the allowed patterns.
+        """
+        if not self.allows(env_id):
+            raise ServerError(
+                403,
+                "EnvNotAllowed",
+                f"env id {env_id!r} is not served here; allowed: {list(self.env_patterns)}",
+            )
+
+    def check_action(self, action: str) -> None:
+        """Refuse an action longer than `max_action_chars`.
+
+        Raises:
+            ServerError: 413 ``ActionTooLong``.
+        """
+        if len(action) > self.max_action_chars:
+            raise ServerError(
+                413,
+                "ActionTooLong",
+                f"the action has {len(action)} characters, over the server's "
+                f"{self.max_action_chars} (--max-action-chars)",
+            )
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -393,12 +428,7 @@ class SessionStore:
                 (`UnknownEnvError`) and any other exception of the env's constructor pass
                 through.
         """
-        if not self.allows(env_id):
-            raise ServerError(
-                403,
-                "EnvNotAllowed",
-                f"env id {env_id!r} is not served here; allowed: {list(self.env_patterns)}",
-            )
+        self.check_allowed(env_id)
         if len(self.sessions) + self._reserved >= self.max_sessions:
             raise ServerError(
                 503,
