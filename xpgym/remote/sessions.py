@@ -269,31 +269,60 @@ class SessionStore:
                 "(RemoteEnv(token=...) or XPGYM_SERVER_TOKEN on the client)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if self.rate_limiter is not None:
-            wait = self.rate_limiter.acquire(client_of(scope))
-            if wait:
-                retry_after = max(1, math.ceil(wait))
-                raise ServerError(
-                    429,
-                    "RateLimited",
-                    f"more than {self.rate_limiter.rate:g} requests/s (bursts of "
-                    f"{self.rate_limiter.burst}) from {client_of(scope)}; retry after "
-                    f"{retry_after} s, or start the server with a larger --rate-limit",
-                    headers={"Retry-After": str(retry_after)},
-                )
+        self.check_rate(client_of(scope))
         length = headers.get(b"content-length")
         if length is not None:
             if not length.isdigit():
                 raise ServerError(400, "BadRequest", f"bad Content-Length {length[:40]!r}")
-            if int(length) > self.max_body_bytes:
-                raise self._body_too_large()
+            self.check_body_size(int(length))
 
-    def _body_too_large(self) -> ServerError:
-        return ServerError(
-            413,
-            "BodyTooLarge",
-            f"request body over {self.max_body_bytes} bytes (--max-body-bytes)",
-        )
+    def check_rate(self, client: str) -> None:
+        """Count one request of `client` against the rate limit (`admit` does it for each
+        HTTP request and WebSocket handshake; a WebSocket front end, for each message).
+
+        Raises:
+            ServerError: 429 ``RateLimited`` with ``Retry-After`` in whole seconds.
+        """
+        if self.rate_limiter is None:
+            return
+        wait = self.rate_limiter.acquire(client)
+        if wait:
+            retry_after = max(1, math.ceil(wait))
+            raise ServerError(
+                429,
+                "RateLimited",
+                f"more than {self.rate_limiter.rate:g} requests/s (bursts of "
+                f"{self.rate_limiter.burst}) from {client}; retry after "
+                f"{retry_after} s, or start the server with a larger --rate-limit",
+                headers={"Retry-After": str(retry_after)},
+            )
+
+    def check_body_size(self, size: int) -> None:
+        """Refuse a request body or message of `size` bytes over `max_body_bytes`.
+
+        Raises:
+            ServerError: 413 ``BodyTooLarge``.
+        """
+        if size > self.max_body_bytes:
+            raise ServerError(
+                413,
+                "BodyTooLarge",
+                f"request body over {self.max_body_bytes} bytes (--max-body-bytes)",
+            )
+
+    def check_action(self, action: str, field: str) -> None:
+        """Refuse an action longer than `max_action_chars`; `field` names it in the message.
+
+        Raises:
+            ServerError: 413 ``ActionTooLong``.
+        """
+        if len(action) > self.max_action_chars:
+            raise ServerError(
+                413,
+                "ActionTooLong",
+                f"field {field!r} has {len(action)} characters, over the server's "
+                f"{self.max_action_chars} (--max-action-chars)",
+            )
 
     def capped(self, receive: Receive) -> Receive:
         """`receive` that raises 413 once the body read so far exceeds `max_body_bytes`."""
@@ -303,8 +332,7 @@ class SessionStore:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.max_body_bytes:
-                raise self._body_too_large()
+            self.check_body_size(received)
             return message
 
         return capped_receive
@@ -314,6 +342,19 @@ class SessionStore:
         if env_id.startswith("remote:"):
             return False
         return any(fnmatch.fnmatchcase(env_id, p) for p in self.env_patterns)
+
+    def check_allowed(self, env_id: str) -> None:
+        """Refuse an env id that clients may not create (`allows`).
+
+        Raises:
+            ServerError: 403 ``EnvNotAllowed``, naming the allowed globs.
+        """
+        if not self.allows(env_id):
+            raise ServerError(
+                403,
+                "EnvNotAllowed",
+                f"env id {env_id!r} is not served here; allowed: {list(self.env_patterns)}",
+            )
 
     @contextlib.asynccontextmanager
     async def lifespan(self, app: Any) -> AsyncIterator[None]:
@@ -393,12 +434,7 @@ class SessionStore:
                 (`UnknownEnvError`) and any other exception of the env's constructor pass
                 through.
         """
-        if not self.allows(env_id):
-            raise ServerError(
-                403,
-                "EnvNotAllowed",
-                f"env id {env_id!r} is not served here; allowed: {list(self.env_patterns)}",
-            )
+        self.check_allowed(env_id)
         if len(self.sessions) + self._reserved >= self.max_sessions:
             raise ServerError(
                 503,
@@ -437,7 +473,8 @@ class SessionStore:
 
 
 def _request_line(scope: Scope) -> tuple[str, str, str]:
-    return scope["method"], scope["path"], client_of(scope)
+    method = scope.get("method", "WEBSOCKET")  # a WebSocket handshake's scope has no method
+    return method, scope["path"], client_of(scope)
 
 
 def _make_env(env_id: str, kwargs: dict[str, Any]) -> Env:
