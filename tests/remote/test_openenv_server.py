@@ -121,67 +121,77 @@ def local_results(env_id: str, seed: int, actions: list[str]) -> list[dict[str, 
     return json.loads(json.dumps(results))  # tuples become lists, as on the wire
 
 
-def play_with_openenv(srv: BackgroundServer, token: str | None, episodes: list) -> dict:
-    """Run `openenv_client_script.py` (OpenEnv's GenericEnvClient) on `episodes`."""
-    job = {"url": srv.url, "token": token, "episodes": episodes}
+PARITY = [(GUESS, 3), (TOOL, 0), (TOOLGYM, 1)]
+"""(env id, seed) of the whole episodes played both ways: a game, a tool env, a toolgym env."""
+
+
+@pytest.fixture(scope="module")
+def openenv_plays(server) -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Every play of the OpenEnv client tests in one run of `openenv_client_script.py` (its
+    venv takes seconds to import): name -> (the play, the client's answer)."""
+    plays = {
+        f"parity {env_id}": {
+            "env_id": env_id,
+            "seed": seed,
+            "actions": random_actions(env_id, seed),
+        }
+        for env_id, seed in PARITY
+    }
+    plays["truncated"] = {"env_id": GUESS, "seed": 0, "actions": [r"\boxed{0}"] * 7}
+    plays["wrong token"] = {"env_id": GUESS, "seed": 0, "actions": [], "token": "wrong"}
+    plays["not served"] = {"env_id": "game:Wordle-v0", "seed": 0, "actions": []}
+    for play in plays.values():
+        play.setdefault("token", TOKEN)
     done = subprocess.run(
         [str(side_python("openenv")), str(SCRIPT)],
-        input=json.dumps(job),
+        input=json.dumps({"url": server.url, "plays": list(plays.values())}),
         capture_output=True,
         text=True,
         timeout=HANG_GUARD_S,
         check=False,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout)
+    answers = json.loads(done.stdout)
+    return {name: (plays[name], answer) for name, answer in zip(plays, answers, strict=True)}
 
 
 # -- OpenEnv's own client ---------------------------------------------------------------
-def test_generic_env_client_plays_whole_episodes_as_make_does(server):
-    plays = [(GUESS, 3), (TOOL, 0), (TOOLGYM, 1)]
-    episodes = [
-        {"env_id": env_id, "seed": seed, "actions": random_actions(env_id, seed)}
-        for env_id, seed in plays
-    ]
-    answer = play_with_openenv(server, TOKEN, episodes)
+@pytest.mark.parametrize(("env_id", "seed"), PARITY)
+def test_generic_env_client_plays_a_whole_episode_as_make_does(openenv_plays, env_id, seed):
+    play, answer = openenv_plays[f"parity {env_id}"]
     assert "error" not in answer, answer.get("error")
-    for episode, played in zip(episodes, answer["episodes"], strict=True):
-        expected = local_results(episode["env_id"], episode["seed"], episode["actions"])
-        got = [
-            {
-                "text": r["observation"]["text"],
-                "info": r["observation"]["info"],
-                "reward": r["reward"],
-                "done": r["done"],
-                "metadata": r["metadata"],
-            }
-            for r in played["results"]
-        ]
-        assert got == expected, episode["env_id"]
-        assert got[-1]["done"]  # a whole episode
-        assert played["state"]["step_count"] == len(episode["actions"])
-        assert played["state"]["env_id"] == episode["env_id"]
+    got = [
+        {
+            "text": r["observation"]["text"],
+            "info": r["observation"]["info"],
+            "reward": r["reward"],
+            "done": r["done"],
+            "metadata": r["metadata"],
+        }
+        for r in answer["results"]
+    ]
+    assert got == local_results(env_id, seed, play["actions"])
+    assert got[-1]["done"]  # a whole episode
+    assert answer["state"]["step_count"] == len(play["actions"])
+    assert answer["state"]["env_id"] == env_id
 
 
-def test_a_truncated_episode_keeps_truncated_apart_from_terminated(server):
-    actions = [r"\boxed{0}"] * 7  # out of range: never correct; 7 turns end the episode
-    answer = play_with_openenv(server, TOKEN, [{"env_id": GUESS, "seed": 0, "actions": actions}])
-    last = answer["episodes"][0]["results"][-1]
+def test_a_truncated_episode_keeps_truncated_apart_from_terminated(openenv_plays):
+    _, answer = openenv_plays["truncated"]  # out of range guesses: 7 turns end it
+    last = answer["results"][-1]
     assert last["done"] is True
     assert last["metadata"] == {"terminated": False, "truncated": True}
     assert last["observation"]["metadata"] == last["metadata"]
 
 
-def test_generic_env_client_with_a_wrong_token_is_refused_at_the_handshake(server):
-    answer = play_with_openenv(server, "wrong", [{"env_id": GUESS, "seed": 0, "actions": []}])
+def test_generic_env_client_with_a_wrong_token_is_refused_at_the_handshake(openenv_plays):
+    _, answer = openenv_plays["wrong token"]
     assert answer["error"].startswith("ConnectionError")
     assert "HTTP 401" in answer["error"]
 
 
-def test_generic_env_client_raises_the_factory_error_for_an_id_not_served(server):
-    answer = play_with_openenv(
-        server, TOKEN, [{"env_id": "game:Wordle-v0", "seed": 0, "actions": []}]
-    )
+def test_generic_env_client_raises_the_factory_error_for_an_id_not_served(openenv_plays):
+    _, answer = openenv_plays["not served"]
     assert answer["error"].startswith("RuntimeError: Server error: env id 'game:Wordle-v0'")
     assert answer["error"].endswith("(code: FACTORY_ERROR)")
 
@@ -295,21 +305,37 @@ def test_a_handshake_without_the_token_is_refused_with_401(server, token):
     assert not server.store.sessions
 
 
-def test_capacity_reached_when_the_store_is_full_then_a_slot_frees():
-    with BackgroundServer([GUESS], max_sessions=1) as srv:
+@pytest.mark.parametrize(
+    ("limit", "error_type"),
+    [
+        ({"max_sessions": 1}, "TooManySessions"),
+        ({"max_sessions_per_client": 1}, "TooManyClientSessions"),
+    ],
+)
+def test_capacity_reached_when_the_store_is_full_then_a_slot_frees(limit, error_type):
+    with BackgroundServer([GUESS], **limit) as srv:
         with open_ws(srv, token=None) as first:
             ask(first, {"type": "reset"})
             with open_ws(srv, token=None) as second:
                 error = json.loads(second.recv(timeout=HANG_GUARD_S))
                 assert (error["data"]["code"], error["data"]["type"]) == (
                     "CAPACITY_REACHED",
-                    "TooManySessions",
+                    error_type,
                 )
                 with pytest.raises(ConnectionClosed):
                     second.recv(timeout=HANG_GUARD_S)
         assert wait_until(lambda: not srv.store.sessions)
         with open_ws(srv, token=None) as third:
             assert ask(third, {"type": "reset"})["type"] == "observation"
+
+
+def test_binary_frames_are_read_as_utf8_json(server):
+    with open_ws(server) as ws:
+        ws.send(json.dumps({"type": "reset", "data": {"seed": 0}}).encode())
+        assert json.loads(ws.recv(timeout=HANG_GUARD_S))["type"] == "observation"
+        ws.send(b"\xff\xfe")
+        error = json.loads(ws.recv(timeout=HANG_GUARD_S))
+        assert error["data"]["code"] == "INVALID_JSON"
 
 
 def test_each_frame_counts_against_the_rate_limit():
