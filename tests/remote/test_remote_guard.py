@@ -261,7 +261,7 @@ def test_oversize_bodies_and_actions_are_413():
             env.reset(seed=0)
             _, _, _, truncated, info = env.step("y" * 65)
             assert truncated
-            assert "ActionTooLong: field 'action' has 65 characters" in info["error"]
+            assert "ActionTooLong: the action has 65 characters" in info["error"]
             assert "HTTP 413" in info["error"]
             env.reset(seed=0)
             assert env.step("y" * 64)[3] is False  # at the limit is fine

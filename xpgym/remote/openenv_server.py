@@ -258,7 +258,7 @@ def _action_text(store: SessionStore, action: dict[str, Any]) -> str:
         )
     text = json_field(action, "message", str, required=True)
     json_field(action, "metadata", dict)
-    store.check_action(text, "message")
+    store.check_action(text)
     return text
 
 

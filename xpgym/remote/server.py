@@ -182,7 +182,7 @@ class EnvServer(SessionStore):
         def run(session: Session, body: dict) -> bytes:
             action = json_field(body, "action", str, required=True)
             seq = json_field(body, "seq", int)
-            self.check_action(action, "action")
+            self.check_action(action)
             if seq is not None:
                 if seq == session.steps_done and session.last_step is not None:
                     return session.last_step  # a retry of the step that already ran

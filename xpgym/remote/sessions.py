@@ -310,20 +310,6 @@ class SessionStore:
                 f"request body over {self.max_body_bytes} bytes (--max-body-bytes)",
             )
 
-    def check_action(self, action: str, field: str) -> None:
-        """Refuse an action longer than `max_action_chars`; `field` names it in the message.
-
-        Raises:
-            ServerError: 413 ``ActionTooLong``.
-        """
-        if len(action) > self.max_action_chars:
-            raise ServerError(
-                413,
-                "ActionTooLong",
-                f"field {field!r} has {len(action)} characters, over the server's "
-                f"{self.max_action_chars} (--max-action-chars)",
-            )
-
     def capped(self, receive: Receive) -> Receive:
         """`receive` that raises 413 once the body read so far exceeds `max_body_bytes`."""
         received = 0
@@ -344,16 +330,30 @@ class SessionStore:
         return any(fnmatch.fnmatchcase(env_id, p) for p in self.env_patterns)
 
     def check_allowed(self, env_id: str) -> None:
-        """Refuse an env id that clients may not create (`allows`).
+        """Refuse an env id clients may not create.
 
         Raises:
-            ServerError: 403 ``EnvNotAllowed``, naming the allowed globs.
+            ServerError: 403 ``EnvNotAllowed`` naming the allowed patterns.
         """
         if not self.allows(env_id):
             raise ServerError(
                 403,
                 "EnvNotAllowed",
                 f"env id {env_id!r} is not served here; allowed: {list(self.env_patterns)}",
+            )
+
+    def check_action(self, action: str) -> None:
+        """Refuse an action longer than `max_action_chars`.
+
+        Raises:
+            ServerError: 413 ``ActionTooLong``.
+        """
+        if len(action) > self.max_action_chars:
+            raise ServerError(
+                413,
+                "ActionTooLong",
+                f"the action has {len(action)} characters, over the server's "
+                f"{self.max_action_chars} (--max-action-chars)",
             )
 
     @contextlib.asynccontextmanager
