@@ -82,6 +82,14 @@ the first observation of a seed; ``POST /step`` validates the action and answers
 the step on its fresh env): play episodes over ``/ws``. ``GET /state`` is a fresh env's
 state. HTTP errors are ``{"detail": "<message>", "type": "<ErrorType>"}`` with the native
 protocol's status codes (FastAPI's shape, which OpenEnv's server uses).
+
+Not served: OpenEnv's MCP parts (``/mcp``, the ``mcp`` message, which is an unknown type
+here, attaching a socket to an HTTP session with ``?session_id=``, which is ignored), its
+harness socket and its task routes (xpgym's tasks are seeds; ORS serves them:
+`xpgym.remote.ors_server`). Env kwargs cannot be passed (OpenEnv has no place for them):
+each id is made with its registered kwargs; variants are their own ids. uvicorn closes a
+socket whose frame is over its ``ws_max_size`` (16 MiB by default) with code 1009, before
+the ``max_body_bytes`` check sees it.
 """
 
 from __future__ import annotations
