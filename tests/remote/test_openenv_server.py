@@ -15,6 +15,7 @@ import subprocess
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +226,29 @@ def test_one_connection_is_one_session_closed_when_the_socket_closes(server):
         ask(second, {"type": "reset", "data": {"seed": 1}})
         assert len(server.store.sessions) == 2
     assert wait_until(lambda: not server.store.sessions)
+
+
+def test_sessions_on_several_connections_at_once_play_their_own_episodes(server):
+    actions = {seed: random_actions(GUESS, seed) for seed in range(4)}
+
+    def play(seed: int) -> list[dict[str, Any]]:
+        with open_ws(server) as ws:
+            frames = [ask(ws, {"type": "reset", "data": {"seed": seed}})]
+            frames += [ask(ws, {"type": "step", "data": {"message": a}}) for a in actions[seed]]
+        return [
+            {
+                "text": f["data"]["observation"]["text"],
+                "info": f["data"]["observation"]["info"],
+                "reward": f["data"]["reward"],
+                "done": f["data"]["done"],
+                "metadata": f["data"]["metadata"],
+            }
+            for f in frames
+        ]
+
+    with ThreadPoolExecutor(len(actions)) as pool:
+        played = list(pool.map(play, actions))
+    assert played == [local_results(GUESS, seed, actions[seed]) for seed in actions]
 
 
 def test_reset_kwargs_other_than_seed_and_episode_id_are_episode_options(server):
