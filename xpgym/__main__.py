@@ -71,7 +71,9 @@ def _add_serve_parser(commands: argparse._SubParsersAction) -> None:
         "serve",
         help="serve envs over HTTP for remote clients",
         description="Serve envs over HTTP/JSON in sessions. Clients use "
-        "xpgym.make('remote:http://HOST:PORT/<env id>'). Protocol: xpgym.remote.server.",
+        "xpgym.make('remote:http://HOST:PORT/<env id>'). Protocol: xpgym.remote.server. "
+        "Each env id is also an OpenEnv environment at http://HOST:PORT/openenv/<env id> "
+        "(OpenEnv's GenericEnvClient; see xpgym.remote.openenv_server).",
     )
     serving.add_argument(
         "--env",

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from hang_guard import HANG_GUARD_S, wait_until
+from starlette.routing import Route
 
 import xpgym
 import xpgym.remote.client
@@ -143,11 +144,13 @@ def test_rate_limiter_refills_at_its_rate_up_to_the_burst():
 
 # -- authentication -------------------------------------------------------------------------
 def routes_with_a_session(srv: BackgroundServer, session_id: str) -> list[tuple[str, str]]:
-    """(method, path) of every route the app serves, DELETE last, plus an unknown path."""
+    """(method, path) of every HTTP route the app serves, DELETE last, plus an unknown path
+    (the OpenEnv WebSocket route's handshake is tested in test_openenv_server.py)."""
     pairs = [
-        (method, route.path.replace("{session_id}", session_id))
+        (method, route.path.replace("{session_id}", session_id).replace("{env_id:path}", GUESS))
         for route in srv.store.app().routes
-        for method in sorted(route.methods - {"HEAD"})
+        if isinstance(route, Route)
+        for method in sorted((route.methods or set()) - {"HEAD"})
     ]
     pairs.sort(key=lambda pair: pair[0] == "DELETE")
     return [*pairs, ("GET", "/no/such/route")]

@@ -1,11 +1,17 @@
 """HTTP/JSON server that hosts xpgym envs in sessions (``python -m xpgym serve``).
 
-Access (see `xpgym.remote.guard`): with a ``token``, every route (``/health`` too, and
-unknown paths) answers 401 unless the request carries ``Authorization: Bearer <token>``;
-without one the server only binds to loopback. Every request that passed the token check
-is then held to its client's rate limit (429 with ``Retry-After``) and the body size limit
-(413). A client is the request's remote address; its sessions are its own: another client
-gets 404 for them, as for an id that never existed (ids are random uuid4s, 122 bits).
+The same app also serves every allowed env id in OpenEnv's protocol at
+``/openenv/<env id>`` (WebSocket sessions at ``/openenv/<env id>/ws``; see
+`xpgym.remote.openenv_server`), over the same sessions, token and limits.
+
+Access (see `xpgym.remote.guard`): with a ``token``, every route (``/health`` too, unknown
+paths, and WebSocket handshakes) answers 401 unless the request carries ``Authorization:
+Bearer <token>``; without one the server only binds to loopback. Every request that passed
+the token check is then held to its client's rate limit (429 with ``Retry-After``) and the
+body size limit (413). A refused WebSocket handshake is never accepted: it gets the same
+HTTP error response. A client is the request's remote address; its sessions are its own:
+another client gets 404 for them, as for an id that never existed (ids are random uuid4s,
+122 bits).
 
 Protocol (all bodies are JSON; every error body is
 ``{"error": {"type": "<ExceptionType>", "message": "...", "traceback": "..."}}``):
@@ -79,6 +85,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from xpgym.remote.guard import check_bind
 from xpgym.remote.openenv_server import openenv_routes
@@ -245,22 +252,40 @@ class EnvServer(SessionStore):
 
 
 class _Gate:
-    """ASGI middleware: `EnvServer.admit` runs before routing, so it covers every path."""
+    """ASGI middleware: `EnvServer.admit` runs before routing, so it covers every path.
+
+    HTTP requests and WebSocket handshakes alike: a refused handshake is never accepted; it
+    gets the same HTTP error response as a request (through the ASGI WebSocket denial
+    response, which uvicorn supports) or, on a server without that extension, a close with
+    code 1008 (policy violation; the client sees HTTP 403).
+    """
 
     def __init__(self, app: ASGIApp, server: EnvServer) -> None:
         self.app = app
         self.server = server
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":  # lifespan
+        if scope["type"] not in ("http", "websocket"):  # lifespan
             await self.app(scope, receive, send)
             return
         try:
             self.server.admit(scope)
         except ServerError as exc:
-            await _error_response(exc)(scope, receive, send)
+            if scope["type"] == "http":
+                await _error_response(exc)(scope, receive, send)
+            else:
+                await _refuse_handshake(WebSocket(scope, receive, send), exc)
             return
-        await self.app(scope, self.server.capped(receive), send)
+        if scope["type"] == "http":
+            receive = self.server.capped(receive)
+        await self.app(scope, receive, send)
+
+
+async def _refuse_handshake(websocket: WebSocket, exc: ServerError) -> None:
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(_error_response(exc))
+    else:
+        await websocket.close(code=1008, reason=f"{exc.status} {exc.type_name}")
 
 
 async def _routing_error(request: Request, exc: Exception) -> Response:

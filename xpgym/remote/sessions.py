@@ -277,31 +277,46 @@ class SessionStore:
                 "'X-API-Key: <token>' (ORS clients: ORS(api_key=...) or ORS_API_KEY)",
                 headers={"WWW-Authenticate": "Bearer"},
             )
-        if self.rate_limiter is not None:
-            wait = self.rate_limiter.acquire(client_of(scope))
-            if wait:
-                retry_after = max(1, math.ceil(wait))
-                raise ServerError(
-                    429,
-                    "RateLimited",
-                    f"more than {self.rate_limiter.rate:g} requests/s (bursts of "
-                    f"{self.rate_limiter.burst}) from {client_of(scope)}; retry after "
-                    f"{retry_after} s, or start the server with a larger --rate-limit",
-                    headers={"Retry-After": str(retry_after)},
-                )
+        self.check_rate(client_of(scope))
         length = headers.get(b"content-length")
         if length is not None:
             if not length.isdigit():
                 raise ServerError(400, "BadRequest", f"bad Content-Length {length[:40]!r}")
-            if int(length) > self.max_body_bytes:
-                raise self._body_too_large()
+            self.check_body_size(int(length))
 
-    def _body_too_large(self) -> ServerError:
-        return ServerError(
-            413,
-            "BodyTooLarge",
-            f"request body over {self.max_body_bytes} bytes (--max-body-bytes)",
-        )
+    def check_rate(self, client: str) -> None:
+        """Count one request of `client` against the rate limit (`admit` does it for each
+        HTTP request and WebSocket handshake; a WebSocket front end, for each message).
+
+        Raises:
+            ServerError: 429 ``RateLimited`` with ``Retry-After`` in whole seconds.
+        """
+        if self.rate_limiter is None:
+            return
+        wait = self.rate_limiter.acquire(client)
+        if wait:
+            retry_after = max(1, math.ceil(wait))
+            raise ServerError(
+                429,
+                "RateLimited",
+                f"more than {self.rate_limiter.rate:g} requests/s (bursts of "
+                f"{self.rate_limiter.burst}) from {client}; retry after "
+                f"{retry_after} s, or start the server with a larger --rate-limit",
+                headers={"Retry-After": str(retry_after)},
+            )
+
+    def check_body_size(self, size: int) -> None:
+        """Refuse a request body or message of `size` bytes over `max_body_bytes`.
+
+        Raises:
+            ServerError: 413 ``BodyTooLarge``.
+        """
+        if size > self.max_body_bytes:
+            raise ServerError(
+                413,
+                "BodyTooLarge",
+                f"request body over {self.max_body_bytes} bytes (--max-body-bytes)",
+            )
 
     def capped(self, receive: Receive) -> Receive:
         """`receive` that raises 413 once the body read so far exceeds `max_body_bytes`."""
@@ -311,8 +326,7 @@ class SessionStore:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > self.max_body_bytes:
-                raise self._body_too_large()
+            self.check_body_size(received)
             return message
 
         return capped_receive
@@ -467,7 +481,8 @@ class SessionStore:
 
 
 def _request_line(scope: Scope) -> tuple[str, str, str]:
-    return scope["method"], scope["path"], client_of(scope)
+    method = scope.get("method", "WEBSOCKET")  # a WebSocket handshake's scope has no method
+    return method, scope["path"], client_of(scope)
 
 
 def _make_env(env_id: str, kwargs: dict[str, Any]) -> Env:
