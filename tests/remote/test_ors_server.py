@@ -377,7 +377,9 @@ def test_a_session_made_without_env_name_gets_its_env_from_its_first_env_path(se
 
 def test_a_missing_or_wrong_key_is_401_and_the_right_one_gets_in(server):
     for headers in ({"X-API-Key": "wrong"}, {"X-API-Key": ""}, {"X-API-Key": TOKEN + "x"}):
-        assert request(server.url, "GET", f"/{GUESS}/splits", headers=headers)[0] == 401
+        status, body = request(server.url, "GET", f"/{GUESS}/splits", headers=headers)
+        assert status == 401
+        assert "missing or wrong bearer token" in body["detail"]  # readable by ORS clients
     assert request(server.url, "GET", f"/{GUESS}/splits")[0] == 200
     bearer = {"X-API-Key": "", "Authorization": f"Bearer {TOKEN}"}
     assert request(server.url, "GET", f"/{GUESS}/splits", headers=bearer)[0] == 200

@@ -80,8 +80,8 @@ env's path; 413 an action over ``--max-action-chars``; 422 a field of the wrong 
 429 and 503 the session limits. The token (`--token`) is checked before any route: ORS
 clients send it as ``X-API-Key`` (``ORS(api_key=...)`` or ``ORS_API_KEY``), which the
 server accepts next to ``Authorization: Bearer``. Those checks, the rate limit and the body
-size limit answer every path in the native error shape (`xpgym.remote.server`); the SDK
-reads their status. Sessions belong to the client (address) that created them. Secrets
+size limit answer every path with the native error body, which also carries ``detail``
+(`xpgym.remote.server`), so the SDK shows their message. Sessions belong to the client (address) that created them. Secrets
 (``X-Secrets``) are ignored: xpgym envs take none.
 """
 

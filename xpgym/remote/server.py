@@ -14,7 +14,8 @@ another client gets 404 for them, as for an id that never existed (ids are rando
 122 bits).
 
 Protocol (all bodies are JSON; every error body is
-``{"error": {"type": "<ExceptionType>", "message": "...", "traceback": "..."}}``):
+``{"error": {"type": "<ExceptionType>", "message": "...", "traceback": "..."}, "detail":
+"..."}``, ``detail`` repeating the message in FastAPI's shape for OpenEnv and ORS clients):
 
 ==========================================  =============================================
 Request                                     Response
@@ -299,7 +300,10 @@ def _error_response(exc: BaseException) -> Response:
     err = error_from(exc)
     if err.status >= 500:
         logger.warning("env call failed: %s: %s", err.type_name, err.message)
-    body = {"error": {"type": err.type_name, "message": err.message, "traceback": err.tb}}
+    body = {
+        "error": {"type": err.type_name, "message": err.message, "traceback": err.tb},
+        "detail": err.message,  # FastAPI's shape, which OpenEnv's and ORS's clients read
+    }
     return Response(
         to_json(body), status_code=err.status, headers=err.headers, media_type="application/json"
     )
