@@ -81,8 +81,8 @@ env's path; 413 an action over ``--max-action-chars``; 422 a field of the wrong 
 clients send it as ``X-API-Key`` (``ORS(api_key=...)`` or ``ORS_API_KEY``), which the
 server accepts next to ``Authorization: Bearer``. Those checks, the rate limit and the body
 size limit answer every path with the native error body, which also carries ``detail``
-(`xpgym.remote.server`), so the SDK shows their message. Sessions belong to the client (address) that created them. Secrets
-(``X-Secrets``) are ignored: xpgym envs take none.
+(`xpgym.remote.server`), so the SDK shows their message. Sessions belong to the client
+(address) that created them. Secrets (``X-Secrets``) are ignored: xpgym envs take none.
 """
 
 from __future__ import annotations
