@@ -52,16 +52,32 @@ def _side(*argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _rollouts(**spec: Any) -> dict[str, Any]:
-    """Run the script on `spec` (``env_id``, ``seeds``, ``model``, ``max_tokens`` and the
-    rest, see the script) and return its JSON."""
-    done = _side(str(SCRIPT), json.dumps(spec))
+def _rollouts(specs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Run the script on the runs `specs` (name -> ``env_id``, ``seeds``, ``model``,
+    ``max_tokens`` and the rest, see the script) in one process; return its JSON."""
+    done = _side(str(SCRIPT), json.dumps(specs))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
-def _scripted(model: str, **spec: Any) -> dict[str, Any]:
-    return _rollouts(env_id="toy:Guess-v0", model=model, max_tokens=5, scripted=True, **spec)
+def _scripted(model: str, env_id: str = "toy:Guess-v0", **spec: Any) -> dict[str, Any]:
+    return {"env_id": env_id, "model": model, "max_tokens": 5, "scripted": True, **spec}
+
+
+SCRIPTED_RUNS = {
+    # the k-th reply is str(k): the toy env's guesses 0, 1, 2, ... for every seed at once
+    "guessing": _scripted("count", seeds=SEEDS),
+    "truncating": _scripted("count", seeds=[5], make_kwargs={"turn_limit": 2}),
+    "raising": _scripted("raise", seeds=[0]),  # the toy env raises on the action "raise"
+    "turn_limit": _scripted("count", seeds=[9], max_turns=2, system_prompt="Guess the digit."),
+    "drifting": _scripted("count", env_id="toy:Drifting-v0", seeds=[0]),
+}
+
+
+@pytest.fixture(scope="module")
+def scripted() -> dict[str, Any]:
+    """The results of `SCRIPTED_RUNS`, played against the script's scripted endpoint."""
+    return _rollouts(SCRIPTED_RUNS)
 
 
 def _replay(env: Env, episode: dict[str, Any]) -> dict[str, Any]:
@@ -115,16 +131,10 @@ def test_importing_xpgym_imports_no_verifiers() -> None:
     assert done.stdout.strip() == "[]"
 
 
-@pytest.fixture(scope="module")
-def guessing_run() -> dict[str, Any]:
-    """Episodes of every seed, played at once; the k-th reply is ``str(k)``: guesses 0, 1, ..."""
-    return _scripted("count", seeds=SEEDS)
-
-
 def test_each_episode_plays_turns_until_the_env_ends_it_and_scores_its_return(
-    guessing_run: dict[str, Any],
+    scripted: dict[str, Any],
 ) -> None:
-    episodes = guessing_run["episodes"]
+    episodes = scripted["guessing"]["episodes"]
     assert [e["seed"] for e in episodes] == SEEDS
     for episode in episodes:
         assert episode["ok"], episode["errors"]
@@ -133,17 +143,17 @@ def test_each_episode_plays_turns_until_the_env_ends_it_and_scores_its_return(
     assert max(e["xpgym"]["steps"] for e in episodes) > 1
 
 
-def test_every_rollout_makes_its_own_env_and_closes_it(guessing_run: dict[str, Any]) -> None:
+def test_every_rollout_makes_its_own_env_and_closes_it(scripted: dict[str, Any]) -> None:
     # one env per rollout, and one that listed the tasks' first observations
-    assert guessing_run["closes"] == [1] * (len(SEEDS) + 1)
+    assert scripted["guessing"]["closes"] == [1] * (len(SEEDS) + 1)
 
 
-def test_the_runs_sampling_settings_reach_the_endpoint(guessing_run: dict[str, Any]) -> None:
-    assert guessing_run["max_tokens_sent"] == [5]
+def test_the_runs_sampling_settings_reach_the_endpoint(scripted: dict[str, Any]) -> None:
+    assert scripted["guessing"]["max_tokens_sent"] == [5]
 
 
-def test_an_env_that_truncates_ends_the_episode_as_truncated() -> None:
-    result = _scripted("count", seeds=[5], make_kwargs={"turn_limit": 2})
+def test_an_env_that_truncates_ends_the_episode_as_truncated(scripted: dict[str, Any]) -> None:
+    result = scripted["truncating"]
     (episode,) = result["episodes"]
     assert episode["ok"]
     assert episode["stop_condition"] == "truncated"
@@ -151,8 +161,10 @@ def test_an_env_that_truncates_ends_the_episode_as_truncated() -> None:
     assert (episode["xpgym"]["terminated"], episode["xpgym"]["truncated"]) == (False, True)
 
 
-def test_a_step_that_raises_fails_the_rollout_as_an_infra_error_and_closes_the_env() -> None:
-    result = _scripted("raise", seeds=[0])  # the toy env raises on the action "raise"
+def test_a_step_that_raises_fails_the_rollout_as_an_infra_error_and_closes_the_env(
+    scripted: dict[str, Any],
+) -> None:
+    result = scripted["raising"]
     (episode,) = result["episodes"]
     assert not episode["ok"]
     assert not episode["trace_ok"]
@@ -163,8 +175,10 @@ def test_a_step_that_raises_fails_the_rollout_as_an_infra_error_and_closes_the_e
     assert result["closes"] == [1, 1]
 
 
-def test_verifiers_turn_limit_ends_the_exchange_before_the_env_does() -> None:
-    result = _scripted("count", seeds=[9], max_turns=2, system_prompt="Guess the digit.")
+def test_verifiers_turn_limit_ends_the_exchange_before_the_env_does(
+    scripted: dict[str, Any],
+) -> None:
+    result = scripted["turn_limit"]
     (episode,) = result["episodes"]
     assert episode["ok"]
     assert episode["stop_condition"] == "max_turns"
@@ -175,15 +189,35 @@ def test_verifiers_turn_limit_ends_the_exchange_before_the_env_does() -> None:
     assert result["closes"] == [1, 1]
 
 
+def test_an_env_whose_reset_is_not_deterministic_fails_the_episode(
+    scripted: dict[str, Any],
+) -> None:
+    result = scripted["drifting"]
+    (episode,) = result["episodes"]
+    assert not episode["ok"]
+    assert any("reset is not deterministic" in error for error in episode["errors"])
+    assert result["closes"] == [1, 1]
+
+
+def test_a_multiagent_id_is_refused_when_the_tasks_are_listed() -> None:
+    code = (
+        "from xpgym.compat.verifiers import load_environment\n"
+        "env = load_environment('multiagent:RockPaperScissors-v0')\n"
+        "list(env.taskset)\n"
+    )
+    done = _side("-c", code)
+    assert done.returncode != 0
+    assert "TypeError: multiagent:RockPaperScissors-v0 is not a single-agent" in done.stderr
+
+
 # ---------------------------------------------------------------- against vllm serve
 
 
 def test_episodes_against_vllm_serve_score_the_envs_return_for_the_models_replies(
     vllm_server: str,
 ) -> None:
-    result = _rollouts(
-        env_id=GAME, seeds=SEEDS, model=SERVED_MODEL, max_tokens=8, base_url=vllm_server
-    )
+    spec = {"env_id": GAME, "seeds": SEEDS, "model": SERVED_MODEL, "max_tokens": 8}
+    result = _rollouts({"vllm": {**spec, "base_url": vllm_server}})["vllm"]
     episodes = result["episodes"]
     assert [e["seed"] for e in episodes] == SEEDS
     for episode in episodes:

@@ -3,24 +3,27 @@
 Run by tests/compat/test_verifiers.py with the Python of the verifiers side venv
 (`interop_venvs.side_python("verifiers")`) and ``PYTHONPATH=<repository>:<repository>/tests``:
 
-    python tests/compat/verifiers_rollouts.py '<json spec>'
+    python tests/compat/verifiers_rollouts.py '{"<run name>": <spec>, ...}'
 
-The spec: ``env_id`` and ``make_kwargs`` of the env inside the counting wrapper below (a
-``turn_limit`` among them wraps it in `MaxTurns`), ``seeds``, ``model``, ``max_tokens``,
-optional ``max_turns`` and ``system_prompt``, and either ``base_url`` (an OpenAI-compatible
-endpoint, e.g. ``vllm serve``) or ``"scripted": true``: then the endpoint is
-`scripted_endpoint`, an OpenAI-compatible server on loopback whose reply depends on the model
-name (``"count"``: the number of assistant messages so far, as text, so the k-th reply is
-``str(k)``; anything else: the model name itself).
+It plays the runs one after the other and prints ``{"<run name>": <result>, ...}``. A spec:
+``env_id`` and ``make_kwargs`` of the env inside the counting wrapper below (a ``turn_limit``
+among them wraps it in `MaxTurns`), ``seeds``, ``model``, ``max_tokens``, optional
+``max_turns`` and ``system_prompt``, and either ``base_url`` (an OpenAI-compatible endpoint,
+e.g. ``vllm serve``) or ``"scripted": true``: then the endpoint is `scripted_endpoint`, an
+OpenAI-compatible server on loopback whose reply depends on the model name (``"count"``: the
+number of assistant messages so far, as text, so the k-th reply is ``str(k)``; anything else:
+the model name itself).
 
-The episodes run concurrently (``asyncio.gather`` over `Env.run_slot`, inside
-`Env.serving`), as verifiers' eval runner plays them. Every env the run makes is wrapped in
-`Counted`, so the output says how many were made and whether each was closed.
+A run's episodes run concurrently (``asyncio.gather`` over `Env.run_slot`, inside
+`Env.serving`), as verifiers' eval runner plays them. Every env a run makes is wrapped in
+`Counted`, so its result says how many were made and whether each was closed, and which
+``max_tokens`` the scripted endpoint was sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import socket
@@ -37,6 +40,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from toy_envs import ToyEnv
 
 import xpgym
 from xpgym.compat.verifiers import load_environment
@@ -59,6 +63,19 @@ class Counted(Wrapper[str]):
     def close(self) -> None:
         self.closes += 1
         super().close()
+
+
+class DriftingToyEnv(ToyEnv):
+    """A `ToyEnv` whose first observation counts the resets of the process: not the same
+    for the same seed twice."""
+
+    resets = itertools.count()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[str, dict[str, Any]]:
+        observation, info = super().reset(seed=seed, options=options)
+        return f"{observation} reset={next(self.resets)}", info
 
 
 def counted(inner: str, turn_limit: int | None = None, **kwargs: Any) -> Counted:
@@ -114,12 +131,19 @@ def scripted_endpoint() -> Iterator[str]:
 
 
 def _episode(episode: vf.Episode) -> dict[str, Any]:
-    (trace,) = episode.traces
-    return {
+    """The episode as JSON; with no trace (the env failed before the model's interaction
+    opened) only its seed, verdict and errors."""
+    record: dict[str, Any] = {
         "seed": episode.task.data.seed,
         "ok": episode.ok,
+        "errors": [f"{e.type}: {e.message}" for e in episode.errors],
+    }
+    if not episode.traces:
+        return record
+    (trace,) = episode.traces
+    record["errors"] += [f"{e.type}: {e.message}" for e in trace.errors]
+    return record | {
         "trace_ok": trace.ok,
-        "errors": [f"{e.type}: {e.message}" for e in [*episode.errors, *trace.errors]],
         "stop_condition": trace.stop_condition,
         "reward": trace.reward,
         "rewards": {name: r.score for name, r in trace.rewards.items() if r is not None},
@@ -151,21 +175,26 @@ async def _play(spec: dict[str, Any], base_url: str) -> list[dict[str, Any]]:
     return [_episode(episode) for episode in episodes]
 
 
-def main() -> None:
-    spec = json.loads(sys.argv[1])
-    xpgym.register(COUNTED_ID, counted)
-    xpgym.register("toy:Guess-v0", "toy_envs:ToyEnv", episode_length=10)
-    if spec.get("scripted"):
-        with scripted_endpoint() as base_url:
-            episodes = asyncio.run(_play(spec, base_url))
-    else:
-        episodes = asyncio.run(_play(spec, spec["base_url"]))
-    result = {
+def _run(spec: dict[str, Any], scripted_url: str) -> dict[str, Any]:
+    MADE.clear()
+    REQUESTS.clear()
+    base_url = scripted_url if spec.get("scripted") else spec["base_url"]
+    episodes = asyncio.run(_play(spec, base_url))
+    return {
         "episodes": episodes,
         "closes": [env.closes for env in MADE],
         "max_tokens_sent": sorted({body.get("max_tokens") for body in REQUESTS}, key=str),
     }
-    print(json.dumps(result))
+
+
+def main() -> None:
+    specs = json.loads(sys.argv[1])
+    xpgym.register(COUNTED_ID, counted)
+    xpgym.register("toy:Guess-v0", "toy_envs:ToyEnv", episode_length=10)
+    xpgym.register("toy:Drifting-v0", DriftingToyEnv, episode_length=10)
+    with scripted_endpoint() as scripted_url:
+        results = {name: _run(spec, scripted_url) for name, spec in specs.items()}
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":
