@@ -69,6 +69,7 @@ SCRIPTED_RUNS = {
     "guessing": _scripted("count", seeds=SEEDS),
     "truncating": _scripted("count", seeds=[5], make_kwargs={"turn_limit": 2}),
     "raising": _scripted("raise", seeds=[0]),  # the toy env raises on the action "raise"
+    "marking": _scripted("marker", env_id="toy:Marking-v0", seeds=[0]),
     "turn_limit": _scripted("count", seeds=[9], max_turns=2, system_prompt="Guess the digit."),
     "drifting": _scripted("count", env_id="toy:Drifting-v0", seeds=[0]),
 }
@@ -172,6 +173,21 @@ def test_a_step_that_raises_fails_the_rollout_as_an_infra_error_and_closes_the_e
     assert episode["xpgym"]["infra_error"]["kind"] == "sub_env_crash"
     assert episode["xpgym"]["truncated"]
     assert any(e.startswith("InfraError: sub_env_crash") for e in episode["errors"])
+    assert result["closes"] == [1, 1]
+
+
+def test_a_step_whose_info_has_the_infra_marker_fails_the_rollout(
+    scripted: dict[str, Any],
+) -> None:
+    result = scripted["marking"]  # the env marks a grader timeout on the action "marker"
+    (episode,) = result["episodes"]
+    assert not episode["ok"]
+    assert episode["stop_condition"] == "infra_error"
+    summary = episode["xpgym"]
+    assert summary["infra_error"] == {"kind": "grader_timeout", "message": "no verdict in 1 s"}
+    assert (summary["steps"], summary["truncated"]) == (1, True)
+    assert episode["reward"] == pytest.approx(-0.1)  # the marked step's own reward counts
+    assert any(e.startswith("InfraError: grader_timeout") for e in episode["errors"])
     assert result["closes"] == [1, 1]
 
 

@@ -45,6 +45,7 @@ from toy_envs import ToyEnv
 import xpgym
 from xpgym.compat.verifiers import load_environment
 from xpgym.core.env import Env, Wrapper
+from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.wrappers import MaxTurns
 
 COUNTED_ID = "counted:Env-v0"
@@ -76,6 +77,17 @@ class DriftingToyEnv(ToyEnv):
     ) -> tuple[str, dict[str, Any]]:
         observation, info = super().reset(seed=seed, options=options)
         return f"{observation} reset={next(self.resets)}", info
+
+
+class MarkingToyEnv(ToyEnv):
+    """A `ToyEnv` whose step on the action ``"marker"`` reports a grader timeout in its info
+    (`xpgym.core.errors`' marker) instead of raising."""
+
+    def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
+        observation, reward, terminated, truncated, info = super().step(action)
+        if action == "marker":
+            info[INFRA_ERROR_KEY] = InfraCause("grader_timeout", "no verdict in 1 s").to_dict()
+        return observation, reward, terminated, truncated, info
 
 
 def counted(inner: str, turn_limit: int | None = None, **kwargs: Any) -> Counted:
@@ -192,6 +204,7 @@ def main() -> None:
     xpgym.register(COUNTED_ID, counted)
     xpgym.register("toy:Guess-v0", "toy_envs:ToyEnv", episode_length=10)
     xpgym.register("toy:Drifting-v0", DriftingToyEnv, episode_length=10)
+    xpgym.register("toy:Marking-v0", MarkingToyEnv, episode_length=10)
     with scripted_endpoint() as scripted_url:
         results = {name: _run(spec, scripted_url) for name, spec in specs.items()}
     print(json.dumps(results))

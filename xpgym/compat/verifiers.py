@@ -18,8 +18,9 @@ episodes: the env plays the user, the model plays the agent.
   ``trace.info["xpgym"]`` is an `EpisodeSummary` as a dict.
 * Infrastructure failures (`xpgym.core.errors`: a `step` that raises, or a step whose info
   carries the marker) end the episode and fail the trace (`Trace.ok` false, the cause in
-  `Trace.errors` as an `InfraError`): verifiers keeps a failed rollout out of training and
-  ``vf-eval --resume`` plays it again, as xpgym's trainers do with ``outcome == "infra_error"``.
+  `Trace.errors` as an `InfraError`), so the episode is not `ok` either: verifiers counts it
+  as an errored rollout and ``vf-eval --resume`` plays it again (`Env.complete`), the
+  counterpart of xpgym's ``outcome == "infra_error"``.
 * The model is reached through verifiers' interception server like any verifiers harness;
   the bundled `XpgymChatHarness` makes one chat completion per turn, in process, with no
   tools, so a rollout needs no sandbox and no network besides the model's endpoint.
