@@ -229,6 +229,7 @@ def test_a_multiagent_id_is_refused_when_the_tasks_are_listed() -> None:
 # ---------------------------------------------------------------- against vllm serve
 
 
+@pytest.mark.timeout(360)  # the first use of the warm model builds it (~40 s), then vllm starts
 def test_episodes_against_vllm_serve_score_the_envs_return_for_the_models_replies(
     vllm_server: str,
 ) -> None:
