@@ -6,8 +6,9 @@ sandbox or a judge): for each N in ``--sessions``, open N sessions at once and h
 each, then ``--turns`` rounds in which every session steps once, concurrently (a trainer's
 vector step over N remote envs), the next round starting when the last step of the round came
 back. Reported per server and N: sessions opened, errors (with the first few), steps/s over
-the stepping phase, p50 / p99 step latency (send to reply), the batch wall time per round, and
-the server's peak RSS. A row meets the goal when every session opened, no step failed and the
+the stepping phase, p50 / p99 step latency (send to reply), the batch wall time per round, the
+server's CPU time per step (what a step costs the server, whatever else the machine runs) and
+its peak RSS. A row meets the goal when every session opened, no step failed and the
 p99 latency is at most twice the sleep.
 
 Servers (each a subprocess started by this script on 127.0.0.1, stopped after its rows):
@@ -153,6 +154,7 @@ class Row:
     step_p99_s: float = float("nan")
     round_wall_s: list[float] = field(default_factory=list)
     server_peak_rss_mb: float = 0.0
+    server_cpu_ms_per_step: float = float("nan")
     meets_goal: bool = False
 
     def note(self, error: BaseException) -> None:
@@ -161,8 +163,8 @@ class Row:
             self.first_errors.append(f"{type(error).__name__}: {error}"[:300])
 
 
-class RssPeak:
-    """The peak RSS of a server process, sampled while the benchmark waits."""
+class ServerMeter:
+    """A server process's peak RSS (sampled while the benchmark waits) and CPU time."""
 
     def __init__(self, pid: int) -> None:
         self.process = psutil.Process(pid)
@@ -170,6 +172,11 @@ class RssPeak:
 
     def sample(self) -> None:
         self.peak = max(self.peak, self.process.memory_info().rss)
+
+    def cpu_s(self) -> float:
+        """User plus system CPU seconds the server has used so far (all its threads)."""
+        times = self.process.cpu_times()
+        return times.user + times.system
 
 
 async def _guarded(row: Row, action: Awaitable[None], timeout: float) -> bool:
@@ -182,7 +189,7 @@ async def _guarded(row: Row, action: Awaitable[None], timeout: float) -> bool:
 
 
 async def run_sessions(
-    row: Row, make_session: Callable[[], Session], turns: int, sleep: float, rss: RssPeak
+    row: Row, make_session: Callable[[], Session], turns: int, sleep: float, meter: ServerMeter
 ) -> None:
     """Open `row.sessions` sessions together, step them `turns` rounds, close them."""
     timeout = max(60.0, 20 * sleep * row.sessions / 100)
@@ -190,7 +197,7 @@ async def run_sessions(
     ok = await asyncio.gather(*(_guarded(row, s.open(), timeout) for s in sessions))
     live = [s for s, opened in zip(sessions, ok, strict=True) if opened]
     row.opened = len(live)
-    rss.sample()
+    meter.sample()
     latencies: list[float] = []
 
     async def timed_step(session: Session) -> None:
@@ -198,20 +205,22 @@ async def run_sessions(
         if await _guarded(row, session.step(), timeout):
             latencies.append(time.perf_counter() - start)
 
-    stepping = time.perf_counter()
+    stepping, cpu_before = time.perf_counter(), meter.cpu_s()
     for _ in range(turns):
         start = time.perf_counter()
         await asyncio.gather(*(timed_step(s) for s in live))
         row.round_wall_s.append(round(time.perf_counter() - start, 4))
-        rss.sample()
-    elapsed = time.perf_counter() - stepping
+        meter.sample()
+    elapsed, cpu = time.perf_counter() - stepping, meter.cpu_s() - cpu_before
     await asyncio.gather(*(_guarded(row, s.close(), timeout) for s in live))
     row.steps = len(latencies)
     row.steps_per_s = row.steps / elapsed if elapsed > 0 else 0.0
     if latencies:
         row.step_p50_s = float(np.percentile(latencies, 50))
         row.step_p99_s = float(np.percentile(latencies, 99))
-    row.server_peak_rss_mb = rss.peak / 2**20
+    row.server_peak_rss_mb = meter.peak / 2**20
+    if row.steps:
+        row.server_cpu_ms_per_step = 1000 * cpu / row.steps
     row.meets_goal = row.errors == 0 and row.opened == row.sessions and row.step_p99_s <= 2 * sleep
 
 
@@ -266,7 +275,7 @@ async def bench_server(name: str, sessions: int, args: argparse.Namespace) -> Ro
     else:
         server = _xpgym_server(sessions)
     try:
-        rss = RssPeak(server.proc.pid)
+        meter = ServerMeter(server.proc.pid)
         ws_base = server.url.replace("http://", "ws://")
         if name == "xpgym-native":
             import aiohttp
@@ -275,12 +284,12 @@ async def bench_server(name: str, sessions: int, args: argparse.Namespace) -> Ro
             timeout = aiohttp.ClientTimeout(total=None)
             async with aiohttp.ClientSession(connector=connector, timeout=timeout) as http:
                 await run_sessions(
-                    row, lambda: NativeSession(server.url, http), args.turns, args.sleep, rss
+                    row, lambda: NativeSession(server.url, http), args.turns, args.sleep, meter
                 )
         else:
             path = "/ws" if name == "openenv" else f"/openenv/{ENV_ID}/ws"
             await run_sessions(
-                row, lambda: WebSocketSession(ws_base + path), args.turns, args.sleep, rss
+                row, lambda: WebSocketSession(ws_base + path), args.turns, args.sleep, meter
             )
     finally:
         server.stop()
@@ -316,14 +325,16 @@ def summarize(rows: list[Row], sleep: float, cores: int) -> dict[str, Any]:
 def table(rows: list[Row]) -> str:
     """A markdown table of the rows."""
     lines = [
-        "| server | sessions | opened | errors | steps/s | p50 ms | p99 ms | RSS MB | goal |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| server | sessions | opened | errors | steps/s | p50 ms | p99 ms | server CPU ms/step "
+        "| RSS MB | goal |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r.server} | {r.sessions} | {r.opened} | {r.errors} | {r.steps_per_s:.0f} | "
             f"{1000 * r.step_p50_s:.0f} | {1000 * r.step_p99_s:.0f} | "
-            f"{r.server_peak_rss_mb:.0f} | {'yes' if r.meets_goal else 'no'} |"
+            f"{r.server_cpu_ms_per_step:.2f} | {r.server_peak_rss_mb:.0f} | "
+            f"{'yes' if r.meets_goal else 'no'} |"
         )
     return "\n".join(lines)
 

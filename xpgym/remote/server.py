@@ -323,6 +323,8 @@ def _uvicorn_config(app: Starlette, keep_alive: float, **config: Any) -> Any:
         log_level=config.pop("log_level", "warning"),
         backlog=config.pop("backlog", 4096),
         proxy_headers=False,  # the client is the peer address: forwarded headers can lie
+        # frames are small JSON: compressing each costs more CPU than it saves on loopback
+        ws_per_message_deflate=False,
         **config,
     )
 

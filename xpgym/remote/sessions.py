@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import concurrent.futures
 import contextlib
 import fnmatch
 import json
@@ -25,8 +26,6 @@ from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
-import anyio.to_thread
 import numpy as np
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope
@@ -247,14 +246,26 @@ class SessionStore:
         self.sessions: dict[str, Session] = {}
         self._reserved = 0  # sessions being built, counted against max_sessions
         self._owned: collections.Counter[str] = collections.Counter()  # per client, + building
-        self._limiter: anyio.CapacityLimiter | None = None
+        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
         self._closing: set[asyncio.Task] = set()
 
     # -- plumbing ------------------------------------------------------------------------
     async def _in_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
-        if self._limiter is None:
-            self._limiter = anyio.CapacityLimiter(self.threads)
-        return await anyio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        """`fn(*args)` on one of `threads` worker threads. A cancelled caller (its client
+        went away) still waits for the call to return, so a session's lock is never
+        released while its env is busy."""
+        if self._executor is None:
+            self._executor = concurrent.futures.ThreadPoolExecutor(
+                self.threads, thread_name_prefix="xpgym-env"
+            )
+        future = asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            while not future.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    await asyncio.wait([future])
+            raise
 
     def admit(self, scope: Scope) -> None:
         """Check a request's token (``Authorization: Bearer`` or ``X-API-Key``), rate limit
@@ -374,6 +385,9 @@ class SessionStore:
             reaper.cancel()
             for session in list(self.sessions.values()):
                 await self.close_session(session)
+            if self._executor is not None:
+                self._executor.shutdown(wait=False)
+                self._executor = None
 
     async def _reap_forever(self) -> None:
         period = min(1.0, self.idle_timeout / 4)
