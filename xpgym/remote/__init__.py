@@ -44,7 +44,7 @@ TOKEN_ENV = "XPGYM_SERVER_TOKEN"
 # Name -> module, imported on first attribute access.
 _LAZY = {
     "RemoteEnv": "xpgym.remote.client",
-    "RemoteEnvError": "xpgym.remote.client",
+    "RemoteEnvError": "xpgym.remote.transport",
     "parse_remote_id": "xpgym.remote.client",
     "remote_spec": "xpgym.remote.client",
     "BackgroundServer": "xpgym.remote.server",
