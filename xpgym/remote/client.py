@@ -43,17 +43,16 @@ to call from any thread, one call at a time (calls are serialised by a lock).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import threading
 from typing import Any
 
-from xpgym.core.env import Env
 from xpgym.core.registry import EnvSpec
 from xpgym.remote import SCHEME, TOKEN_ENV
 from xpgym.remote.transport import (
     HttpConnection,
+    RemoteClientEnv,
     RemoteEnvError,
     SecretStr,
     check_server_url,
@@ -109,7 +108,7 @@ def remote_spec(remote_id: str) -> EnvSpec:
     )
 
 
-class RemoteEnv(Env[str]):
+class RemoteEnv(RemoteClientEnv):
     """Client for one session on an env server (see the module docstring for failures).
 
     Args:
@@ -138,13 +137,23 @@ class RemoteEnv(Env[str]):
         token: str | None = None,
         **env_kwargs: Any,
     ) -> None:
+        token = token or os.environ.get(TOKEN_ENV) or None
+        token = None if token is None else SecretStr(token)
+        self._keep_options(
+            url=url,
+            env_id=env_id,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_retries=max_retries,
+            token=token,
+            **env_kwargs,
+        )
         self.url = url.rstrip("/")
         self.env_id = env_id
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_retries = max_retries
-        token = token or os.environ.get(TOKEN_ENV) or None
-        self.token = None if token is None else SecretStr(token)
+        self.token = token
         self.env_kwargs = env_kwargs
         self.session_id: str | None = None
         self._http = HttpConnection(
@@ -153,41 +162,6 @@ class RemoteEnv(Env[str]):
         self._lock = threading.Lock()
         self._steps = 0
         self._last_obs = ""  # set by every reset, which a step needs first
-        self._metadata: dict[str, Any] = {}
-
-    # -- pickling ------------------------------------------------------------------------
-    def __getstate__(self) -> dict[str, Any]:
-        keep = ("url", "env_id", *CLIENT_OPTIONS, "env_kwargs", "_spec")
-        return {k: self.__dict__[k] for k in keep if k in self.__dict__}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        spec = state.pop("_spec", None)
-        kwargs = state.pop("env_kwargs")
-        # The pickled options are __init__'s arguments: running it again rebuilds the rest.
-        self.__init__(**state, **kwargs)  # type: ignore[misc]  # __init__ on an instance
-        if spec is not None:
-            self.spec = spec
-
-    @property
-    def metadata(self) -> dict[str, Any]:  # type: ignore[override]  # read-only on purpose
-        """The remote env's metadata, as its server reported it (empty before a session).
-
-        A read-only property over `Env.metadata` (a class attribute): each client shows its
-        own remote env's.
-        """
-        return self._metadata
-
-    @property
-    def spec(self) -> EnvSpec | None:
-        """The spec `make` built this env from; a ``token`` in its kwargs is a `SecretStr`."""
-        return self.__dict__.get("_spec")
-
-    @spec.setter
-    def spec(self, value: EnvSpec | None) -> None:
-        if value is not None and isinstance(value.kwargs.get("token"), str):
-            kwargs = {**value.kwargs, "token": SecretStr(value.kwargs["token"])}
-            value = dataclasses.replace(value, kwargs=kwargs)
-        self._spec = value
 
     # -- Env API -------------------------------------------------------------------------
     def reset(

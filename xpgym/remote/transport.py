@@ -14,12 +14,16 @@ projects' servers) speak different protocols but fail the same way:
 * `HttpConnection` is one keep-alive HTTP/1.1 connection with socket timeouts, retries of
   transport errors and jittered re-sends of requests refused for now (429 or 503 with
   ``Retry-After``).
+* `RemoteClientEnv` is their base: it pickles as its constructor's arguments (a copy opens
+  its own connection and session lazily, so a client works in `ProcessVectorEnv`), shows
+  the remote env's metadata, and masks a token in its spec.
 
 Only the standard library is imported here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import http.client
 import json
 import logging
@@ -29,11 +33,14 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
+from xpgym.core.env import Env
 from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
+from xpgym.core.registry import EnvSpec
 
 __all__ = [
     "HttpConnection",
     "HttpReply",
+    "RemoteClientEnv",
     "RemoteEnvError",
     "SecretStr",
     "check_server_url",
@@ -74,6 +81,53 @@ class RemoteEnvError(RuntimeError):
         self.status = status
         self.error_type = error_type
         self.remote_traceback = remote_traceback
+
+
+class RemoteClientEnv(Env[str]):
+    """Base of the remote-env clients: pickling, `metadata` and `spec` (see the module
+    docstring).
+
+    A subclass's ``__init__`` calls `_keep_options` with its own arguments (all of them,
+    env kwargs included) and sets ``self._metadata`` when it learns the remote env's.
+    """
+
+    _options: dict[str, Any]
+    _metadata: dict[str, Any]
+
+    def _keep_options(self, **options: Any) -> None:
+        """Record the constructor's arguments: a pickled copy is rebuilt from them."""
+        self._options = options
+        self._metadata = {}
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self._options, "spec": self.__dict__.get("_spec")}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # The pickled options are __init__'s arguments: running it again rebuilds the rest.
+        self.__init__(**state["options"])  # type: ignore[misc]  # __init__ on an instance
+        if state["spec"] is not None:
+            self.spec = state["spec"]
+
+    @property
+    def metadata(self) -> dict[str, Any]:  # type: ignore[override]  # read-only on purpose
+        """The remote env's metadata as this client knows it (empty before a session).
+
+        A read-only property over `Env.metadata` (a class attribute): each client shows its
+        own remote env's.
+        """
+        return self._metadata
+
+    @property
+    def spec(self) -> EnvSpec | None:
+        """The spec `make` built this env from; a ``token`` in its kwargs is a `SecretStr`."""
+        return self.__dict__.get("_spec")
+
+    @spec.setter
+    def spec(self, value: EnvSpec | None) -> None:
+        if value is not None and isinstance(value.kwargs.get("token"), str):
+            kwargs = {**value.kwargs, "token": SecretStr(value.kwargs["token"])}
+            value = dataclasses.replace(value, kwargs=kwargs)
+        self._spec = value
 
 
 def remote_failure_info(exc: RemoteEnvError) -> dict[str, Any]:
