@@ -133,9 +133,10 @@ class RemoteClientEnv(Env[str]):
 def remote_failure_info(exc: RemoteEnvError) -> dict[str, Any]:
     """The info of a step that failed remotely: ``error``, the ``infra_error`` marker
     (kind ``"remote_error"``) and ``traceback`` when the server sent one."""
+    message = str(exc) if exc.status is None else f"HTTP {exc.status}: {exc}"
     info: dict[str, Any] = {
         "error": f"RemoteEnvError: {exc}",
-        INFRA_ERROR_KEY: InfraCause("remote_error", f"HTTP {exc.status}: {exc}").to_dict(),
+        INFRA_ERROR_KEY: InfraCause("remote_error", message).to_dict(),
     }
     if exc.remote_traceback:
         info["traceback"] = exc.remote_traceback
