@@ -8,6 +8,7 @@ The server is `ors_own_server.py`: the env ``multiply`` (tasks ``{"a", "b"}``; t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import pickle
 import re
@@ -27,6 +28,7 @@ from xpgym.remote import ORSEnv, RemoteEnvError, parse_ors_id
 from xpgym.remote.ors_client import sse_events
 from xpgym.rollout.collector import collect_episodes
 from xpgym.rollout.policies import Generation
+from xpgym.rollout.runner import make_tasks, run_episode, shared_prompt_builder, task_env_pool
 
 TRAIN = [(2, 3), (4, 5), (6, 7), (3, 9), (8, 8)]  # the server's train split
 _QUESTION = re.compile(r"What is (\d+) times (\d+)\?")
@@ -253,3 +255,35 @@ def test_a_server_killed_mid_episode_gives_infra_error_episodes() -> None:
         assert episode.infra_error is not None
         assert episode.infra_error.kind == "remote_error"
         assert episode.turns[-1].truncated
+
+
+# -- a trainer's rollout (the adapters' hooks: task_env_pool + run_episode) -----------------
+def test_a_trainers_runner_plays_an_ors_task_with_token_ids(server: OwnServer) -> None:
+    pytest.importorskip("transformers", reason="the runner builds prompts with a tokenizer")
+    from random_byte_lm import EOS_ID, tiny_tokenizer
+
+    tokenizer = tiny_tokenizer()
+    (task,) = make_tasks(f"ors:{server.url}/multiply", 1, seed=5)
+    pool = task_env_pool()
+    env = pool.acquire(task)
+    with multiply(server) as probe:
+        a, b = question(probe.reset(seed=task.seed)[0])  # the task this seed picks
+    texts = [call("add", x=a, y=b), call("submit", answer=a * b)]
+
+    async def engine(prompt_ids: list[int], max_new_tokens: int) -> Generation:
+        text = texts.pop(0)
+        ids = [*tokenizer.encode(text, add_special_tokens=False), EOS_ID]
+        return Generation(text=text, token_ids=ids, logprobs=[-0.5] * len(ids))
+
+    builder = shared_prompt_builder(tokenizer)
+    try:
+        episode = asyncio.run(run_episode(env, task, engine, builder, max_new_tokens=256))
+    finally:
+        pool.release(task, env)
+        env.close()
+    assert (episode.outcome, episode.group_id) == ("ok", task.group_id)
+    assert [t.reward for t in episode.turns] == [0.0, 1.0]
+    assert all(t.response_ids for t in episode.turns)
+    assert episode.turns[1].prompt_ids[: len(episode.turns[0].prompt_ids)] == (
+        episode.turns[0].prompt_ids
+    )
