@@ -24,7 +24,7 @@ import xpgym
 from xpgym.core.chat import Prompt
 from xpgym.core.errors import find_infra_cause
 from xpgym.core.vector import SyncVectorEnv
-from xpgym.remote import OpenEnvEnv, RemoteEnvError, parse_openenv_id
+from xpgym.remote import BackgroundServer, OpenEnvEnv, RemoteEnvError, parse_openenv_id
 from xpgym.rollout.collector import collect_episodes
 from xpgym.rollout.policies import Generation
 
@@ -248,3 +248,24 @@ def test_a_server_killed_mid_episode_gives_infra_error_episodes() -> None:
         assert episode.infra_error is not None
         assert episode.infra_error.kind == "remote_error"
         assert episode.turns[-1].truncated
+
+
+# -- xpgym's own OpenEnv server ---------------------------------------------------------------
+def test_xpgyms_own_openenv_server_plays_like_xpgym_make() -> None:
+    """The text, rewards, both end flags and the env's info come through unchanged."""
+    game = "game:GuessTheNumber-v0"
+    actions = [r"\boxed{10}", "no box", *[r"\boxed{1}"] * 6]
+    with BackgroundServer([game]) as srv, xpgym.make(f"openenv:{srv.url}/openenv/{game}") as env:
+        local = xpgym.make(game)
+        remote_obs, remote_info = env.reset(seed=3)
+        local_obs, local_info = local.reset(seed=3)
+        assert remote_obs == local_obs
+        assert {k: remote_info.get(k) for k in local_info} == local_info
+        for action in actions:
+            *remote, remote_info = env.step(action)
+            *expected, local_info = local.step(action)
+            assert remote == expected
+            assert {k: remote_info.get(k) for k in local_info} == local_info
+            if expected[2] or expected[3]:
+                break
+        assert expected[3]  # a limit ended it: truncated, not terminated, on both

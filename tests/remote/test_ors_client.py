@@ -24,7 +24,7 @@ import xpgym
 from xpgym.core.chat import Prompt
 from xpgym.core.errors import find_infra_cause
 from xpgym.core.vector import SyncVectorEnv
-from xpgym.remote import ORSEnv, RemoteEnvError, parse_ors_id
+from xpgym.remote import BackgroundServer, ORSEnv, RemoteEnvError, parse_ors_id
 from xpgym.remote.ors_client import sse_events
 from xpgym.rollout.collector import collect_episodes
 from xpgym.rollout.policies import Generation
@@ -287,3 +287,24 @@ def test_a_trainers_runner_plays_an_ors_task_with_token_ids(server: OwnServer) -
     assert episode.turns[1].prompt_ids[: len(episode.turns[0].prompt_ids)] == (
         episode.turns[0].prompt_ids
     )
+
+
+# -- xpgym's own ORS server -------------------------------------------------------------------
+def test_xpgyms_own_ors_server_plays_like_xpgym_make() -> None:
+    """A text env through its ``respond`` tool: text, rewards, end flags and info unchanged."""
+    game = "game:GuessTheNumber-v0"
+    actions = [r"\boxed{10}", "no box", *[r"\boxed{1}"] * 6]
+    with BackgroundServer([game]) as srv, xpgym.make(f"ors:{srv.url}/{game}") as env:
+        remote_obs, info = env.reset(options={"task_spec": {"seed": 3}})
+        local = xpgym.make(game)
+        local_obs, _ = local.reset(seed=3)
+        assert remote_obs.startswith(local_obs)  # then the tool list
+        assert [t["function"]["name"] for t in info["tools"]] == ["respond"]
+        for action in actions:
+            *remote, remote_info = env.step(call("respond", text=action))
+            *expected, local_info = local.step(action)
+            assert remote == expected
+            assert {k: remote_info.get(k) for k in local_info} == local_info
+            if expected[2] or expected[3]:
+                break
+        assert expected[3]  # a limit ended it: truncated, not terminated, on both

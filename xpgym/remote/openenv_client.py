@@ -17,14 +17,18 @@ Text in, text out
   is. Otherwise the text must hold the action as JSON: its first JSON object (text around
   it is ignored) is the action, checked locally against the action schema
   (`xpgym.core.tools.calls.validate_arguments`) and by the server's model.
-* **Observation.** If the observation model has a single string field besides ``done``,
-  ``reward`` and ``metadata``, the observation is that string; otherwise it is the JSON of
-  the observation's fields (without ``metadata``, keys sorted). The observation's fields
-  are in ``info["openenv_observation"]``, and the reply's ``metadata`` (when the env sent
-  some) in ``info["openenv_metadata"]``.
+* **Observation.** If the observation model has exactly one string field besides
+  ``done``, ``reward`` and ``metadata`` (a chat env's reply, xpgym's ``text``), the
+  observation is that string; otherwise it is the JSON of the observation's fields
+  (without ``metadata``, keys sorted). The observation's fields are in
+  ``info["openenv_observation"]``, the reply's ``metadata`` (when the env sent some) in
+  ``info["openenv_metadata"]``, and an object field ``info`` (xpgym's own OpenEnv server
+  puts the env's info there) is merged into the step's info.
 * **Reward and end.** ``reward`` is the reply's reward (``None`` counts as 0.0);
-  ``terminated`` is the reply's ``done``. ``truncated`` is always `False`: OpenEnv has no
-  limits of its own; turn and context limits are xpgym's wrappers' and the collector's.
+  ``terminated`` is the reply's ``done``. ``truncated`` is `False`, unless the reply's
+  ``metadata`` says ``{"terminated": false, "truncated": true}`` for a done episode (as
+  xpgym's own OpenEnv server does when a limit ended it): OpenEnv itself has no limits;
+  turn and context limits are xpgym's wrappers' and the collector's.
 
 Whose fault
 -----------
@@ -124,14 +128,14 @@ def openenv_spec(env_id: str) -> EnvSpec:
     )
 
 
-def _single_string_field(schema: dict[str, Any], extras: tuple[str, ...]) -> str | None:
-    """The name of the schema's one property besides `extras`, if there is one and it is a
-    string; else `None`."""
+def _string_field(schema: dict[str, Any], extras: tuple[str, ...], *, alone: bool) -> str | None:
+    """The name of the schema's one string property besides `extras` (with `alone`: its one
+    property at all, and a string), or `None`."""
     fields = {k: v for k, v in schema.get("properties", {}).items() if k not in extras}
-    if len(fields) != 1:
+    strings = [k for k, v in fields.items() if isinstance(v, dict) and v.get("type") == "string"]
+    if len(strings) != 1 or (alone and len(fields) != 1):
         return None
-    ((name, spec),) = fields.items()
-    return name if isinstance(spec, dict) and spec.get("type") == "string" else None
+    return strings[0]
 
 
 class OpenEnvEnv(RemoteClientEnv):
@@ -341,8 +345,8 @@ class OpenEnvEnv(RemoteClientEnv):
             )
         self._action_schema = schemas["action"]
         observation = schemas.get("observation") or {}
-        self.action_field = _single_string_field(self._action_schema, ("metadata",))
-        self.observation_field = _single_string_field(observation, _OBSERVATION_EXTRAS)
+        self.action_field = _string_field(self._action_schema, ("metadata",), alone=True)
+        self.observation_field = _string_field(observation, _OBSERVATION_EXTRAS, alone=False)
         self._metadata = {
             "multi_turn": True,
             "protocol": "openenv",
@@ -376,18 +380,20 @@ class OpenEnvEnv(RemoteClientEnv):
             observation = fields[self.observation_field]
         else:
             observation = json.dumps(fields, sort_keys=True)
-        info: dict[str, Any] = {"openenv_observation": fields}
-        if data.get("metadata"):
-            info["openenv_metadata"] = data["metadata"]
+        remote_info = fields.get("info")
+        info: dict[str, Any] = {
+            **(remote_info if isinstance(remote_info, dict) else {}),
+            "openenv_observation": fields,
+        }
+        ends = data.get("metadata") or {}
+        if ends:
+            info["openenv_metadata"] = ends
+        terminated, truncated = bool(data.get("done")), False
+        if terminated and (ends.get("terminated") is False and ends.get("truncated") is True):
+            terminated, truncated = False, True  # a limit ended it, as the server says
         reward = data.get("reward")
         self._last_obs = observation
-        return (
-            observation,
-            0.0 if reward is None else float(reward),
-            bool(data.get("done")),
-            False,
-            info,
-        )
+        return observation, 0.0 if reward is None else float(reward), terminated, truncated, info
 
     def _exchange(self, message: dict[str, Any]) -> dict[str, Any]:
         """Send `message` and read its reply (an error reply raises `RemoteEnvError` with

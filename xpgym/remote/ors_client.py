@@ -30,11 +30,16 @@ is drawn from `np_random` (so ``reset(seed=s)`` picks the same task for the same
   counts, ``"parameters"`` and string arguments are accepted, an unclosed last block is
   read). The call runs on the server and its output is the next observation.
 * **Reward and end.** A step's reward is the output's ``reward`` (``None`` counts as 0.0);
-  ``terminated`` is its ``finished``. ``truncated`` is `False`: limits are xpgym's wrappers'
-  and the collector's.
+  ``terminated`` is its ``finished``. ``truncated`` is `False`, unless the output's
+  ``metadata`` says ``{"terminated": false, "truncated": true}`` for a finished episode (as
+  xpgym's own ORS server does when a limit ended it): ORS itself has no limits; turn and
+  context limits are xpgym's wrappers' and the collector's.
 * **Info** of a step, as `ToolEnvWrapper` writes it: ``tool_calls`` (``[{"name",
   "arguments", "ok", "info"}]``, the output's ``metadata`` in ``info``), ``parsed_action``
-  (the call's text) and ``invalid_action``.
+  (the call's text) and ``invalid_action``; an object ``metadata["info"]`` (xpgym's own
+  ORS server sends the env's info there) is merged over them, since the env's own judgement
+  of the call (its ``invalid_action``, ``parsed_action``, ``correct``) is what a local env
+  would report.
 
 Whose fault
 -----------
@@ -291,17 +296,23 @@ class ORSEnv(RemoteClientEnv):
                 return self._invalid(message, call.raw, record)
             output = result.get("output") or {}
             observation, images = _blocks(output.get("blocks") or [])
-            record.update(ok=True, info={"metadata": output.get("metadata")})
+            metadata = output.get("metadata") or {}
+            record.update(ok=True, info={"metadata": metadata})
+            remote_info = metadata.get("info")
             info: dict[str, Any] = {
                 "tool_calls": [record],
                 "parsed_action": call.raw,
                 "invalid_action": False,
+                **(remote_info if isinstance(remote_info, dict) else {}),
             }
             if images:
                 info["images"] = images
+            terminated, truncated = bool(output.get("finished")), False
+            if terminated and metadata.get("terminated") is False and metadata.get("truncated"):
+                terminated, truncated = False, True  # a limit ended it, as the server says
             reward = 0.0 if output.get("reward") is None else float(output["reward"])
             self._last_obs = observation
-            return observation, reward, bool(output.get("finished")), False, info
+            return observation, reward, terminated, truncated, info
 
     def sample_random_action(self) -> str:
         """A call of a random tool of this episode with random arguments from its schema,
