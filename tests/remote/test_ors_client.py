@@ -34,9 +34,15 @@ TRAIN = [(2, 3), (4, 5), (6, 7), (3, 9), (8, 8)]  # the server's train split
 _QUESTION = re.compile(r"What is (\d+) times (\d+)\?")
 
 
+def start_ors_server() -> OwnServer:
+    """`ors_own_server.py` in a subprocess of the test venv (skips without ors-sdk)."""
+    pytest.importorskip("ors", reason="ors-sdk is the `interop` extra")
+    return OwnServer(sys.executable, "ors_own_server.py")
+
+
 @pytest.fixture(scope="module")
 def server() -> Iterator[OwnServer]:
-    srv = OwnServer(sys.executable, "ors_own_server.py")
+    srv = start_ors_server()
     try:
         yield srv
     finally:
@@ -228,7 +234,7 @@ def test_the_collector_collects_groups_of_episodes(server: OwnServer) -> None:
 
 
 def test_a_server_killed_mid_episode_gives_infra_error_episodes() -> None:
-    srv = OwnServer(sys.executable, "ors_own_server.py")
+    srv = start_ors_server()
 
     class Sleeps(AddThenSubmit):
         def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
