@@ -217,7 +217,7 @@ def test_unknown_scheme_error_names_the_registered_schemes(schemes):
     register_scheme("toys", toy_scheme_spec)
     with pytest.raises(UnknownEnvError, match=r"'nope' is neither an env category nor an id "):
         make("nope:http://host/game:Toy-v0")
-    with pytest.raises(UnknownEnvError, match=r"schemes: 'remote:', 'toys:'"):
+    with pytest.raises(UnknownEnvError, match=r"schemes: 'openenv:', 'ors:', 'remote:', 'toys:'"):
         make("nope:http://host/game:Toy-v0")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from xpgym.core.tools.calls import (
     format_tool_instructions,
     function_schema,
     parse_call,
+    random_value,
     validate_arguments,
 )
 
@@ -416,3 +418,22 @@ def test_format_function_instructions_lists_schemas_and_the_call_format():
     text = format_function_instructions([schema])
     assert json.dumps(schema) in text
     assert '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}' in text
+
+
+def test_random_value_draws_values_of_the_schema_from_the_generator() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "n": {"type": "integer"},
+            "word": {"type": "string"},
+            "mode": {"enum": ["a", "b"]},
+            "xs": {"type": "array", "items": {"type": "number"}},
+            "flag": {"type": "boolean"},
+        },
+        "required": ["n", "word", "mode", "xs", "flag"],
+        "additionalProperties": False,
+    }
+    values = [random_value(schema, np.random.default_rng(seed)) for seed in range(20)]
+    assert all(validate_arguments(value, schema) is None for value in values)
+    assert values == [random_value(schema, np.random.default_rng(seed)) for seed in range(20)]
+    assert len({json.dumps(value) for value in values}) > 1

@@ -28,7 +28,7 @@ from hang_guard import HANG_GUARD_S, wait_until
 from starlette.routing import Route
 
 import xpgym
-import xpgym.remote.client
+import xpgym.remote.transport
 from xpgym.__main__ import main
 from xpgym.remote import BackgroundServer, RemoteEnv, RemoteEnvError
 from xpgym.remote.guard import RateLimiter, bearer_token_matches, check_bind, is_loopback
@@ -368,7 +368,7 @@ def _sleeps_on(clock: FakeClock | None, monkeypatch) -> list[float]:
             clock.now += seconds
 
     fake_time = types.SimpleNamespace(sleep=fake_sleep, monotonic=time.monotonic)
-    monkeypatch.setattr(xpgym.remote.client, "time", fake_time)
+    monkeypatch.setattr(xpgym.remote.transport, "time", fake_time)
     return waits
 
 
@@ -407,7 +407,7 @@ def test_the_client_gives_up_once_its_waits_would_pass_its_timeout(monkeypatch):
     [(429, "2", 2.0), (503, "1.5", 1.5), (429, None, None), (503, None, None), (500, "1", None)],
 )
 def test_only_a_429_or_503_with_retry_after_is_sent_again(status, header, wait):
-    assert xpgym.remote.client._retry_after(status, header) == wait
+    assert xpgym.remote.transport._retry_after(status, header) == wait
 
 
 # -- the serve command ----------------------------------------------------------------------

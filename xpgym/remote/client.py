@@ -26,6 +26,7 @@ Failure contract (never a hang; every request has a socket timeout):
   then the refusal is raised (`RemoteEnvError` with its status; an infra error in `step`).
   These re-sends do not count against ``max_retries``. A 429 or 503 without ``Retry-After``
   (the session limits: ``TooManyClientSessions``, ``TooManySessions``) is raised at once.
+  Both are `xpgym.remote.transport.HttpConnection`'s, which every HTTP client shares.
 
 Authentication: with ``token=...`` (or ``XPGYM_SERVER_TOKEN`` in the environment when
 ``token`` is not given) every request carries ``Authorization: Bearer <token>``. The token
@@ -42,27 +43,25 @@ to call from any thread, one call at a time (calls are serialised by a lock).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import http.client
-import json
 import logging
 import os
-import random
 import threading
-import time
-import urllib.parse
 from typing import Any
 
-from xpgym.core.env import Env
-from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.registry import EnvSpec
 from xpgym.remote import SCHEME, TOKEN_ENV
+from xpgym.remote.transport import (
+    HttpConnection,
+    RemoteClientEnv,
+    RemoteEnvError,
+    SecretStr,
+    check_server_url,
+    remote_failure_info,
+)
 
 __all__ = [
     "CLIENT_OPTIONS",
     "RemoteEnv",
-    "RemoteEnvError",
-    "SecretStr",
     "parse_remote_id",
     "remote_spec",
 ]
@@ -72,38 +71,6 @@ logger = logging.getLogger(__name__)
 REMOTE_PREFIX = f"{SCHEME}:"
 CLIENT_OPTIONS = ("timeout", "connect_timeout", "max_retries", "token")
 """Keyword arguments of ``make("remote:...")`` that configure the client, not the env."""
-
-
-class SecretStr(str):
-    """A string whose repr is masked (``'***'``), for the bearer token in specs and state.
-
-    It is still the token wherever a string is used (headers, comparisons, pickling).
-    """
-
-    def __repr__(self) -> str:
-        return "'***'"
-
-
-class RemoteEnvError(RuntimeError):
-    """A remote env call failed.
-
-    Attributes:
-        status: HTTP status, or `None` for a transport failure (refused, timeout, dropped).
-        error_type: The server-side exception type (e.g. ``"ValueError"``,
-            ``"TooManySessions"``), or the local transport exception's type.
-        remote_traceback: The server-side traceback, if the server sent one.
-    """
-
-    def __init__(
-        self, message: str, *, status: int | None, error_type: str, remote_traceback: str = ""
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.error_type = error_type
-        self.remote_traceback = remote_traceback
-
-
-_TRANSPORT_ERRORS = (ConnectionError, http.client.HTTPException, OSError)
 
 
 def parse_remote_id(remote_id: str) -> tuple[str, str]:
@@ -118,17 +85,10 @@ def parse_remote_id(remote_id: str) -> tuple[str, str]:
     if not remote_id.startswith(REMOTE_PREFIX):
         raise ValueError(f"{remote_id!r} is not a remote id ('remote:<url>/<env id>')")
     url, _, env_id = remote_id[len(REMOTE_PREFIX) :].rpartition("/")
-    parts = urllib.parse.urlsplit(url)
-    if "@" in parts.netloc:
-        raise ValueError(
-            "remote ids must not carry credentials (they show up in logs and reprs): pass "
-            "token=... to make()/RemoteEnv or set XPGYM_SERVER_TOKEN"
-        )
-    if parts.scheme not in ("http", "https") or not parts.hostname or not env_id:
-        raise ValueError(
-            f"remote id {remote_id!r} must look like 'remote:http://HOST:PORT/<env id>', "
-            "e.g. 'remote:http://127.0.0.1:8000/game:GuessTheNumber-v0'"
-        )
+    example = "remote:http://127.0.0.1:8000/game:GuessTheNumber-v0"
+    check_server_url(url, example)
+    if not env_id:
+        raise ValueError(f"remote id {remote_id!r} names no env after the URL; e.g. {example!r}")
     return url, env_id
 
 
@@ -148,7 +108,7 @@ def remote_spec(remote_id: str) -> EnvSpec:
     )
 
 
-class RemoteEnv(Env[str]):
+class RemoteEnv(RemoteClientEnv):
     """Client for one session on an env server (see the module docstring for failures).
 
     Args:
@@ -177,62 +137,31 @@ class RemoteEnv(Env[str]):
         token: str | None = None,
         **env_kwargs: Any,
     ) -> None:
-        parts = urllib.parse.urlsplit(url.rstrip("/"))
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"url must be http://HOST:PORT, got {url!r}")
+        token = token or os.environ.get(TOKEN_ENV) or None
+        token = None if token is None else SecretStr(token)
+        self._keep_options(
+            url=url,
+            env_id=env_id,
+            timeout=timeout,
+            connect_timeout=connect_timeout,
+            max_retries=max_retries,
+            token=token,
+            **env_kwargs,
+        )
         self.url = url.rstrip("/")
         self.env_id = env_id
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.max_retries = max_retries
-        token = token or os.environ.get(TOKEN_ENV) or None
-        self.token = None if token is None else SecretStr(token)
+        self.token = token
         self.env_kwargs = env_kwargs
         self.session_id: str | None = None
-        self._parts = parts
-        self._host: str = parts.hostname
-        self._conn: http.client.HTTPConnection | None = None
-        self._conn_used = 0.0
-        self._keep_alive = 5.0  # uvicorn's default until the server tells us its own
+        self._http = HttpConnection(
+            self.url, timeout=timeout, connect_timeout=connect_timeout, max_retries=max_retries
+        )
         self._lock = threading.Lock()
-        self._jitter = random.Random()
         self._steps = 0
         self._last_obs = ""  # set by every reset, which a step needs first
-        self._metadata: dict[str, Any] = {}
-
-    # -- pickling ------------------------------------------------------------------------
-    def __getstate__(self) -> dict[str, Any]:
-        keep = ("url", "env_id", *CLIENT_OPTIONS, "env_kwargs", "_spec")
-        return {k: self.__dict__[k] for k in keep if k in self.__dict__}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        spec = state.pop("_spec", None)
-        kwargs = state.pop("env_kwargs")
-        # The pickled options are __init__'s arguments: running it again rebuilds the rest.
-        self.__init__(**state, **kwargs)  # type: ignore[misc]  # __init__ on an instance
-        if spec is not None:
-            self.spec = spec
-
-    @property
-    def metadata(self) -> dict[str, Any]:  # type: ignore[override]  # read-only on purpose
-        """The remote env's metadata, as its server reported it (empty before a session).
-
-        A read-only property over `Env.metadata` (a class attribute): each client shows its
-        own remote env's.
-        """
-        return self._metadata
-
-    @property
-    def spec(self) -> EnvSpec | None:
-        """The spec `make` built this env from; a ``token`` in its kwargs is a `SecretStr`."""
-        return self.__dict__.get("_spec")
-
-    @spec.setter
-    def spec(self, value: EnvSpec | None) -> None:
-        if value is not None and isinstance(value.kwargs.get("token"), str):
-            kwargs = {**value.kwargs, "token": SecretStr(value.kwargs["token"])}
-            value = dataclasses.replace(value, kwargs=kwargs)
-        self._spec = value
 
     # -- Env API -------------------------------------------------------------------------
     def reset(
@@ -265,7 +194,7 @@ class RemoteEnv(Env[str]):
                 reply = self._session_call("step", {"action": action, "seq": self._steps + 1})
             except RemoteEnvError as exc:  # isolation: report it, never raise from a step
                 self._abandon_session()
-                return self._last_obs, 0.0, False, True, _error_info(exc)
+                return self._last_obs, 0.0, False, True, remote_failure_info(exc)
             self._steps += 1
             self._last_obs = reply["observation"]
         return (
@@ -307,7 +236,7 @@ class RemoteEnv(Env[str]):
                 except RemoteEnvError as exc:
                     logger.debug("deleting session of %s failed: %s", self, exc)
                 self.session_id = None
-            self._disconnect()
+            self._http.close()
 
     def health(self) -> dict[str, Any]:
         """The server's ``GET /health`` reply: ``{status, sessions, max_sessions, ...}``."""
@@ -327,124 +256,34 @@ class RemoteEnv(Env[str]):
             )
             self.session_id = reply["session_id"]
             self._metadata = reply.get("metadata") or {}
-            self._keep_alive = float(reply.get("keep_alive", self._keep_alive))
+            self._http.keep_alive = float(reply.get("keep_alive", self._http.keep_alive))
         return self._request("POST", f"/sessions/{self.session_id}/{op}", body)
 
     def _abandon_session(self) -> None:
         """Forget the session after a failed step; delete it if the server still answers."""
         session, self.session_id = self.session_id, None
-        self._disconnect()  # a timed-out response may still arrive on the old connection
+        self._http.close()  # a timed-out response may still arrive on the old connection
         if session is not None:
             with contextlib.suppress(RemoteEnvError):
                 self._request("DELETE", f"/sessions/{session}", None, retries=0)
-            self._disconnect()
-
-    def _connection(self) -> http.client.HTTPConnection:
-        idle = time.monotonic() - self._conn_used
-        if self._conn is not None and idle > self._keep_alive - 1.0:
-            self._disconnect()  # the server may have closed it: never send on a stale one
-        if self._conn is None:
-            cls = (
-                http.client.HTTPSConnection
-                if self._parts.scheme == "https"
-                else http.client.HTTPConnection
-            )
-            self._conn = cls(self._host, self._parts.port, timeout=self.connect_timeout)
-            self._conn.connect()
-            self._conn.sock.settimeout(self.timeout)
-        return self._conn
-
-    def _disconnect(self) -> None:
-        conn, self._conn = self._conn, None
-        if conn is not None:
-            conn.close()
+            self._http.close()
 
     def _request(
         self, method: str, path: str, body: dict[str, Any] | None, *, retries: int | None = None
     ) -> dict[str, Any]:
-        """Send one request; retry transport errors (not timeouts); raise `RemoteEnvError`."""
-        retries = self.max_retries if retries is None else retries
-        data = None if body is None else json.dumps(body).encode()
-        headers = {"Content-Type": "application/json"} if data is not None else {}
-        if self.token is not None:
-            headers["Authorization"] = f"Bearer {self.token}"
-        full_path = self._parts.path + path
-        attempt = 0  # transport failures so far
-        waited = 0.0  # seconds slept on the server's Retry-After so far
-        while True:
-            try:
-                conn = self._connection()
-                conn.request(method, full_path, body=data, headers=headers)
-                response = conn.getresponse()
-                raw = response.read()
-                self._conn_used = time.monotonic()
-                status = response.status
-                if response.will_close:
-                    self._disconnect()
-                wait = _retry_after(status, response.getheader("Retry-After"))
-                if wait is None or waited + wait > self.timeout:
-                    break
-                wait *= 1.0 + 0.5 * self._jitter.random()  # refused together, back apart
-                logger.info("%s answered %d; retrying in %.2f s", self.url, status, wait)
-                time.sleep(wait)
-                waited += wait
-            except TimeoutError as exc:
-                self._disconnect()
-                raise RemoteEnvError(
-                    f"{method} {self.url}{path} timed out after {self.timeout:g} s "
-                    "(RemoteEnv timeout=...)",
-                    status=None,
-                    error_type="TimeoutError",
-                ) from exc
-            except _TRANSPORT_ERRORS as exc:
-                self._disconnect()
-                if attempt == retries:
-                    raise RemoteEnvError(
-                        f"{method} {self.url}{path} failed: {type(exc).__name__}: {exc} "
-                        f"(after {retries + 1} attempts; is the server running?)",
-                        status=None,
-                        error_type=type(exc).__name__,
-                    ) from exc
-                time.sleep(0.05 * 2**attempt)
-                attempt += 1
-        try:
-            reply = json.loads(raw) if raw else {}
-        except ValueError as exc:
-            raise RemoteEnvError(
-                f"{method} {self.url}{path}: HTTP {status} with a non-JSON body {raw[:200]!r}",
-                status=status,
-                error_type="BadResponse",
-            ) from exc
-        if status >= 400:
-            err = reply.get("error") if isinstance(reply, dict) else None
-            err = err if isinstance(err, dict) else {"type": "HTTPError", "message": str(reply)}
+        """Send one request (`HttpConnection.request`); raise `RemoteEnvError` for an error
+        reply, with the server's ``{"error": {type, message, traceback}}``."""
+        headers = {} if self.token is None else {"Authorization": f"Bearer {self.token}"}
+        reply = self._http.request(method, path, body, headers=headers, retries=retries)
+        decoded = reply.json(f"{method} {self.url}{path}")
+        if reply.status >= 400:
+            err = decoded.get("error") if isinstance(decoded, dict) else None
+            err = err if isinstance(err, dict) else {"type": "HTTPError", "message": str(decoded)}
             raise RemoteEnvError(
                 f"{self.env_id} at {self.url}: {err.get('type')}: {err.get('message')} "
-                f"(HTTP {status} from {method} {path})",
-                status=status,
+                f"(HTTP {reply.status} from {method} {path})",
+                status=reply.status,
                 error_type=str(err.get("type")),
                 remote_traceback=str(err.get("traceback") or ""),
             )
-        return reply
-
-
-def _retry_after(status: int, header: str | None) -> float | None:
-    """Seconds to wait before re-sending a request the server refused for now: a 429 or 503
-    with ``Retry-After`` (in seconds); `None` for anything else."""
-    if status not in (429, 503) or header is None:
-        return None  # without Retry-After (the session limits) it is not about time
-    try:
-        return max(0.0, float(header))
-    except ValueError:
-        return None
-
-
-def _error_info(exc: RemoteEnvError) -> dict[str, Any]:
-    # A failed remote step is never the policy's doing: marked as infrastructure.
-    info: dict[str, Any] = {
-        "error": f"RemoteEnvError: {exc}",
-        INFRA_ERROR_KEY: InfraCause("remote_error", f"HTTP {exc.status}: {exc}").to_dict(),
-    }
-    if exc.remote_traceback:
-        info["traceback"] = exc.remote_traceback
-    return info
+        return decoded

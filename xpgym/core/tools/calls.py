@@ -58,6 +58,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from xpgym.core.tools.base import ToolCall
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from xpgym.core.tools.base import Tool
 
 __all__ = [
@@ -73,6 +75,7 @@ __all__ = [
     "function_call_from_value",
     "function_schema",
     "parse_call",
+    "random_value",
     "validate_arguments",
 ]
 
@@ -399,6 +402,35 @@ def validate_arguments(arguments: Any, schema: Mapping[str, Any] | None) -> str 
     if schema is None:
         return None
     return _validate(arguments, schema, "")
+
+
+def random_value(schema: Mapping[str, Any], rng: np.random.Generator, high: int = 10) -> Any:
+    """A random value of the JSON schema `schema`, drawn from `rng`, for fuzzing tool calls
+    and sampling random actions (it may well be a wrong or invalid argument).
+
+    An ``enum`` gives one of its options; a list of types uses the first. Strings are 0..5
+    characters of ``abc()[]{}``, numbers are uniform in ``[-1, high)``, integers (and any
+    other or missing type) in ``-1..high - 1``, arrays hold 0..3 items of ``items`` (integers
+    by default), and objects one value per listed property.
+    """
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = kind[0]
+    if "enum" in schema:
+        return schema["enum"][int(rng.integers(len(schema["enum"])))]
+    if kind == "string":
+        return "".join(rng.choice(list("abc()[]{}"), size=int(rng.integers(0, 6))))
+    if kind == "boolean":
+        return bool(rng.integers(2))
+    if kind == "number":
+        return float(rng.uniform(-1, high))
+    if kind == "array":
+        item = schema.get("items", {"type": "integer"})
+        return [random_value(item, rng, high) for _ in range(int(rng.integers(0, 4)))]
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return {name: random_value(spec, rng, high) for name, spec in properties.items()}
+    return int(rng.integers(-1, high))
 
 
 def parse_call(

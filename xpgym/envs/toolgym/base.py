@@ -126,7 +126,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from xpgym.core.env import Env
-from xpgym.core.tools.calls import function_schema, validate_arguments
+from xpgym.core.tools.calls import function_schema, random_value, validate_arguments
 from xpgym.core.tools.decorator import FunctionTool, ToolError, tool
 from xpgym.core.tools.signature import annotation_schema
 from xpgym.envs.toolgym.formats import (
@@ -591,7 +591,7 @@ class ToolGymEnv(Env[str]):
         sizes = [v for v in self.visible().values() if isinstance(v, int) and v > 0]
         high = 2 * max(sizes, default=10) + 1
         properties = self.tools[tool]["function"]["parameters"].get("properties", {})
-        return {arg: _random_value(spec, rng, high) for arg, spec in properties.items()}
+        return {arg: random_value(spec, rng, high) for arg, spec in properties.items()}
 
     def sample_random_action(self) -> str:
         """A call of a random tool with `random_arguments` (may be invalid or wrong)."""
@@ -618,21 +618,3 @@ class ToolGymEnv(Env[str]):
         self.answer_correct = state["answer_correct"]
         self.episode_difficulty = state["episode_difficulty"]
         self.np_random.bit_generator.state = state["rng"]
-
-
-def _random_value(schema: dict[str, Any], rng: np.random.Generator, high: int) -> Any:
-    kind = schema.get("type")
-    if isinstance(kind, list):
-        kind = kind[0]
-    if "enum" in schema:
-        return schema["enum"][int(rng.integers(len(schema["enum"])))]
-    if kind == "string":
-        return "".join(rng.choice(list("abc()[]{}"), size=int(rng.integers(0, 6))))
-    if kind == "boolean":
-        return bool(rng.integers(2))
-    if kind == "number":
-        return float(rng.uniform(-1, high))
-    if kind == "array":
-        item = schema.get("items", {"type": "integer"})
-        return [_random_value(item, rng, high) for _ in range(int(rng.integers(0, 4)))]
-    return int(rng.integers(-1, high))
