@@ -29,7 +29,7 @@ import signal
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -176,6 +176,42 @@ def infra_kind(info: Mapping[str, Any]) -> str | None:
     """The infra-error kind a step's `info` reports (`find_infra_cause`), or `None`."""
     cause = find_infra_cause(info)
     return None if cause is None else cause.kind
+
+
+def assert_hit_and_spared(
+    batch: tuple, hit: Sequence[int], spared: Sequence[int], *, turn: int, kind: str
+) -> None:
+    """A vector env's step `batch`: the `hit` sub-envs truncated with the infra marker
+    `kind`, the `spared` ones stepped normally to `turn`."""
+    _, _, terminated, truncated, infos = batch
+    for i in hit:
+        assert truncated[i], infos[i]
+        assert not terminated[i]
+        assert infra_kind(infos[i]) == kind, infos[i]
+    for i in spared:
+        assert not truncated[i], infos[i]
+        assert infra_kind(infos[i]) is None
+        assert infos[i]["turn"] == turn
+
+
+def assert_recovers(
+    vec: Any, hit: Sequence[int], spared: Sequence[int], *, spared_turn: int
+) -> None:
+    """The step after a fault resets the `hit` sub-envs (autoreset) and steps the `spared`
+    ones on to `spared_turn`; the one after that steps everyone normally."""
+    n = len(hit) + len(spared)
+    observations, rewards, _, truncated, infos = vec.step(["x"] * n)
+    for i in hit:
+        assert observations[i].startswith("start")
+        assert rewards[i] == 0.0
+        assert not truncated[i]
+    for i in spared:
+        assert infos[i]["turn"] == spared_turn
+    _, _, _, truncated, infos = vec.step(["x"] * n)
+    assert not truncated.any()
+    assert all(infra_kind(info) is None for info in infos)
+    assert [infos[i]["turn"] for i in hit] == [1] * len(hit)
+    assert [infos[i]["turn"] for i in spared] == [spared_turn + 1] * len(spared)
 
 
 def register_fault_env() -> None:

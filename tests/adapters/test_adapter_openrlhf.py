@@ -414,7 +414,7 @@ def test_launch_settings_refuse_what_openrlhf_cannot_run(
 
 
 @pytest.mark.parametrize(("algorithm", "override"), [("rebn", "rebn"), ("rloo", None)])
-def test_task_rows_and_runtime_env_carry_the_override_only_where_it_applies(
+def test_task_rows_name_the_override_only_where_it_applies_and_ray_installs_it_always(
     openrlhf_internals: Any, tmp_path: Any, algorithm: str, override: str | None
 ) -> None:
     from xpgym.adapters.openrlhf import DATASET_FILE, ray_runtime_env, write_task_rows
@@ -429,8 +429,9 @@ def test_task_rows_and_runtime_env_carry_the_override_only_where_it_applies(
     assert {label["xpgym_task"]["env_id"] for label in labels} == {"game:GuessTheNumber-v0-easy"}
     assert [label["options"]["advantage"] for label in labels] == [override] * 3
     assert {label["options"]["max_turns"] for label in labels} == {4}
-    hook = ray_runtime_env(algorithm).get("worker_process_setup_hook")
-    assert hook == ("xpgym.adapters.openrlhf.install_turn_rebn" if override else None)
+    # installed for every algorithm: it also fills failed samples' rewards (infra errors)
+    hook = ray_runtime_env(algorithm)["worker_process_setup_hook"]
+    assert hook == "xpgym.adapters.openrlhf.install_turn_rebn"
     with pytest.raises(ValueError, match="algorithm must be one of"):
         ray_runtime_env("ppo")
 
@@ -465,6 +466,24 @@ def test_an_infra_error_member_keeps_the_group_mean_of_the_others(openrlhf_inter
     exact = grpo([1.0, 0.0], ["g0"] * 2, eps=1e-9)
     np.testing.assert_allclose(healthy_row_advantages(exp, 2), exact * np.sqrt(2), atol=1e-6)
     assert not exp.advantages[2].any()
+
+
+def test_the_override_fills_a_failed_samples_reward_before_openrlhfs_estimator(
+    openrlhf_internals: Any,
+) -> None:
+    """The agent executor hands OpenRLHF each sample's recorded total, a failed one's too
+    (E's 5.0); the override sets it to its block's healthy mean first (`fill_failed_rewards`),
+    so OpenRLHF's own ``dr_grpo`` gives A and B exactly their advantages without E."""
+    install_turn_rebn()
+    cases = with_failed_member()
+    experience = to_experience([cases[0], cases[1], cases[4]], pad_token_id=0)
+    experience.rewards = torch.tensor([1.0, 0.0, 5.0])  # as the agent executor reports them
+    (exp,) = run_openrlhf(openrlhf_internals, [experience], "dr_grpo", n=3)
+    np.testing.assert_allclose(
+        healthy_row_advantages(exp, 2), dr_grpo([1.0, 0.0], ["g0"] * 2), atol=1e-6
+    )
+    assert not exp.advantages[2].any()
+    assert exp.rewards.tolist() == [1.0, 0.0, 0.5]
 
 
 def test_the_turn_override_leaves_out_an_infra_error_member(openrlhf_internals: Any) -> None:

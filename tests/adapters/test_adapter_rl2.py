@@ -47,6 +47,7 @@ from xpgym.adapters import rl2  # noqa: E402
 from xpgym.adapters.rl2 import (  # noqa: E402
     install_turn_advantages,
     make_extra_info,
+    reinforce_without_failed,
     reset,
     step,
     to_tensor_dict,
@@ -340,6 +341,24 @@ def test_an_infra_error_member_has_no_action_and_no_part_in_turn_advantages() ->
     got, want = tensor_dict["advantages"].numpy(), base["advantages"].numpy()
     np.testing.assert_allclose(got[:4, : want.shape[1]], want, atol=1e-6)
     assert not got[-1].any()
+
+
+@pytest.mark.parametrize("global_norm", [False, True])
+@pytest.mark.parametrize("norm_var", [False, True])
+def test_reinforce_without_failed_equals_rl2s_own_reinforce_without_the_failed_member(
+    rl2_algorithms: Any, global_norm: bool, norm_var: bool
+) -> None:
+    """RL2's own function would count the failed member with score 0 in its block."""
+    a, b, _, _, failed = with_failed_member()
+    tensor_dict, cu_seqs = to_tensor_dict([a, b, failed])
+    config = rl2_config(responses_per_prompt=3, global_norm=global_norm, norm_var=norm_var)
+    reinforce_without_failed(config, tensor_dict, cu_seqs)
+    base, base_seqs = to_tensor_dict(episodes()[:2])
+    config = rl2_config(responses_per_prompt=2, global_norm=global_norm, norm_var=norm_var)
+    rl2_algorithms.compute_advantages.__wrapped__(config, base, base_seqs, step=0)
+    got, want = tensor_dict["advantages"].numpy(), base["advantages"].numpy()
+    np.testing.assert_allclose(got[:2, : want.shape[1]], want, atol=1e-6)
+    assert not got[2].any()
 
 
 def test_env_module_ends_an_episode_whose_env_step_raises(

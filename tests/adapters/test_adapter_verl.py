@@ -545,6 +545,27 @@ def test_an_infra_error_member_leaves_the_others_advantages_as_if_absent(
     assert not got[4].any()
 
 
+@pytest.mark.parametrize(
+    ("algorithm", "verls"),
+    [("grpo", ("grpo", {"norm_adv_by_std_in_grpo": True})), ("rloo", ("rloo", {}))],
+)
+def test_the_launch_estimators_set_a_failed_agent_loop_sample_apart(
+    algorithm: str, verls: tuple[str, dict[str, Any]]
+) -> None:
+    """In the agent loop E keeps its prompt's uid; ``xpgym_grpo``/``xpgym_rloo`` (what
+    `ALGORITHMS` launches) still give the others exactly verl's values without E."""
+    estimator, by_std = ALGORITHMS[algorithm]
+    a, b, _, _, failed = with_failed_member()
+    data = to_data_proto([a, b, failed], pad_token_id=0)
+    data.non_tensor_batch["uid"] = np.array(["g0"] * 3, dtype=object)  # one uid per prompt
+    data.batch["token_level_rewards"] = data.batch["rm_scores"]
+    config = AlgoConfig(gamma=GAMMA, norm_adv_by_std_in_grpo=by_std)
+    got = compute_advantage(data, adv_estimator=estimator, config=config).batch["advantages"]
+    want = advantages(to_data_proto(episodes()[:2], pad_token_id=0), verls[0], **verls[1])
+    np.testing.assert_allclose(got.numpy()[:2, : want.shape[1]], want, atol=1e-6)
+    assert not got[2].any()
+
+
 def test_the_batch_counts_infra_error_episodes_by_cause() -> None:
     data = to_data_proto(with_failed_member(), pad_token_id=0, layout="per_turn", gamma=GAMMA)
     assert data.meta_info["xpgym_metrics"] == {

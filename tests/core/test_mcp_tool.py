@@ -438,18 +438,38 @@ def test_close_while_calls_are_running_fails_them_cleanly(http_url: str) -> None
     assert mcp_threads() == [t for t in mcp_threads() if t.is_alive()]
 
 
-def test_a_server_that_dies_gives_error_observations(store: Path, errlog: TextIO) -> None:
+def test_a_server_that_dies_fails_the_call_and_the_next_call_starts_a_new_one(
+    store: Path, errlog: TextIO
+) -> None:
     before = child_processes()
     toolset = MCPToolset(stdio_params(store, "--debug-tools"), errlog=errlog)
+    (first,) = child_processes() - before
     died = toolset.call("exit_server", {"code": 3})
     assert not died.ok
     assert died.info["exit_reason"] == "disconnected"
     assert died.info["infra_error"]["kind"] == "tool_backend_error"  # not the model's fault
+    assert not toolset.connected
+    assert rows(toolset.call("query", {"sql": "SELECT 1"})) == ["1"]
+    assert toolset.connected
+    # The dead server is reaped; the new one runs.
+    assert wait_until(lambda: len(child_processes() - before - {first}) == 1)
+    assert wait_until(lambda: first not in child_processes())
+    toolset.close()
+    assert child_processes() - before == set()
+
+
+def test_without_reconnect_attempts_a_lost_session_stays_lost(store: Path, errlog: TextIO) -> None:
+    before = child_processes()
+    toolset = MCPToolset(stdio_params(store, "--debug-tools"), errlog=errlog, reconnect_attempts=0)
+    assert toolset.call("exit_server", {"code": 3}).info["exit_reason"] == "disconnected"
     after = toolset.call("query", {"sql": "SELECT 1"})
     assert not after.ok
     assert after.info["exit_reason"] == "disconnected"
+    assert after.info["infra_error"]["kind"] == "tool_backend_error"
     toolset.close()
     assert child_processes() - before == set()
+    with pytest.raises(ValueError, match="reconnect_attempts"):
+        MCPToolset(stdio_params(store), reconnect_attempts=-1)
 
 
 def test_connection_failures_raise_at_construction_without_leaks(tmp_path: Path) -> None:

@@ -34,12 +34,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from fault_envs import FaultEnv, built_pid, infra_kind, signal_when
+from fault_envs import (
+    FaultEnv,
+    assert_hit_and_spared,
+    assert_recovers,
+    built_pid,
+    signal_when,
+)
 
 from xpgym.core.vector import ProcessVectorEnv, SubEnvError
 
 HIT = (0, 2)
 SPARED = (1, 3)
+KIND = {signal.SIGKILL: "sub_env_crash", signal.SIGSTOP: "sub_env_timeout"}
 STEP_TIMEOUT = 2.0
 """For the SIGSTOP cases: a stopped worker is replaced after 2 * 2 s + 5 s (two tasks)."""
 
@@ -55,37 +62,6 @@ def make_vec(marker_dir: Path, at: str, sig: int) -> ProcessVectorEnv:
     ]
     step_timeout = STEP_TIMEOUT if sig == signal.SIGSTOP else None
     return ProcessVectorEnv(fns, num_workers=2, step_timeout=step_timeout)
-
-
-def assert_hit_and_spared(batch: tuple, turn: int, sig: int) -> None:
-    """`HIT` truncated with the infra marker of a crashed (killed) or timed-out (stopped)
-    sub-env, `SPARED` at `turn`."""
-    _, _, terminated, truncated, infos = batch
-    kind = "sub_env_timeout" if sig == signal.SIGSTOP else "sub_env_crash"
-    for i in HIT:
-        assert truncated[i], infos[i]
-        assert not terminated[i]
-        assert infra_kind(infos[i]) == kind, infos[i]
-    for i in SPARED:
-        assert not truncated[i], infos[i]
-        assert infra_kind(infos[i]) is None
-        assert infos[i]["turn"] == turn
-
-
-def assert_recovers(vec: ProcessVectorEnv, spared_turn: int) -> None:
-    """The step after a fault resets `HIT` (autoreset) and steps `SPARED` on; the one after
-    that steps everyone normally."""
-    observations, rewards, _, truncated, infos = vec.step(["x"] * 4)
-    for i in HIT:
-        assert observations[i].startswith("start")
-        assert rewards[i] == 0.0
-        assert not truncated[i]
-    for i in SPARED:
-        assert infos[i]["turn"] == spared_turn
-    _, _, _, truncated, infos = vec.step(["x"] * 4)
-    assert not truncated.any()
-    assert all(infra_kind(info) is None for info in infos)
-    assert [infos[i]["turn"] for i in HIT + SPARED] == [1, 1, spared_turn + 1, spared_turn + 1]
 
 
 def fault_in_construction(marker_dir: Path, sig: int) -> None:
@@ -113,9 +89,9 @@ def fault_in_step(marker_dir: Path, sig: int) -> None:
     with make_vec(marker_dir, "step", sig) as vec:
         vec.reset(seed=0)
         signaller = signal_when(marker_dir, "step", sig)
-        assert_hit_and_spared(vec.step(["x"] * 4), turn=1, sig=sig)
+        assert_hit_and_spared(vec.step(["x"] * 4), HIT, SPARED, turn=1, kind=KIND[sig])
         signaller.result()
-        assert_recovers(vec, spared_turn=2)
+        assert_recovers(vec, HIT, SPARED, spared_turn=2)
 
 
 def fault_between_steps(marker_dir: Path, sig: int) -> None:
@@ -123,8 +99,8 @@ def fault_between_steps(marker_dir: Path, sig: int) -> None:
         vec.reset(seed=0)
         vec.step(["x"] * 4)
         os.kill(built_pid(marker_dir, "0"), sig)
-        assert_hit_and_spared(vec.step(["x"] * 4), turn=2, sig=sig)
-        assert_recovers(vec, spared_turn=3)
+        assert_hit_and_spared(vec.step(["x"] * 4), HIT, SPARED, turn=2, kind=KIND[sig])
+        assert_recovers(vec, HIT, SPARED, spared_turn=3)
 
 
 def fault_in_query(moment: str, query: Callable[[ProcessVectorEnv], object]) -> Callable:
@@ -137,8 +113,8 @@ def fault_in_query(moment: str, query: Callable[[ProcessVectorEnv], object]) -> 
                 query(vec)
             signaller.result()
             assert raised.value.index == 0
-            assert_hit_and_spared(vec.step(["x"] * 4), turn=2, sig=sig)
-            assert_recovers(vec, spared_turn=3)
+            assert_hit_and_spared(vec.step(["x"] * 4), HIT, SPARED, turn=2, kind=KIND[sig])
+            assert_recovers(vec, HIT, SPARED, spared_turn=3)
 
     return case
 

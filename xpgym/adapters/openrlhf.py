@@ -17,9 +17,10 @@ parts, and a run's launch settings:
    whose labels ask for it (``advantage="rebn"``/``"reinforce"`` in `make_label`): it reads
    each episode's per-turn rewards from the label (the executor writes them there), finds
    the turns as the runs of ``action_mask``, and computes ``rebn(discounted_returns(...))``
-   exactly as `xpgym.training.advantages`. Other batches go to OpenRLHF's own code. The method
-   runs in OpenRLHF's ``PPOTrainer`` Ray actor: install it there with Ray's
-   ``worker_process_setup_hook`` (`ray_runtime_env`).
+   exactly as `xpgym.training.advantages`. Other batches go to OpenRLHF's own code, after
+   `fill_failed_rewards` (infra-error samples, below). The method runs in OpenRLHF's
+   ``PPOTrainer`` Ray actor: install it there with Ray's ``worker_process_setup_hook``
+   (`ray_runtime_env`).
 4. **Launch** `write_task_rows`, `train_ppo_ray_flags`, `ray_runtime_env`: a run's task rows,
    ``train_ppo_ray``'s flags and Ray's runtime env (``recipes/train_openrlhf.py`` and the CPU
    end-to-end harness launch with them).
@@ -63,7 +64,8 @@ OpenRLHF's logs as ``info["metrics/<key>"]``: in `to_experience` every row holds
 fixed blocks of ``n_samples_per_prompt``, so a failed member cannot leave its group: in
 `to_experience` its reward is the healthy members' mean (`infra_filled_scores`, which names
 the exact effect on ``group_norm``'s std); the agent executor sees one sample at a time and
-passes the recorded total (usually 0.0), which the group statistics then count.
+passes the recorded total, so the override (`install_turn_rebn`, installed for every
+algorithm) fills it the same way before OpenRLHF's own statistics (`fill_failed_rewards`).
 
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "OpenRLHF".
@@ -104,6 +106,7 @@ from xpgym.training.advantages import (  # noqa: E402
     TOKEN_ESTIMATORS,
     CriticFreeAlgorithm,
     TokenEstimator,
+    filled_scores,
     infra_filled_scores,
     token_advantages,
     turn_index_from_mask,
@@ -117,6 +120,7 @@ __all__ = [
     "AgentExecutor",
     "agent_output",
     "check_algorithm",
+    "fill_failed_rewards",
     "install_turn_rebn",
     "make_label",
     "ray_runtime_env",
@@ -349,15 +353,48 @@ def turn_advantages(
         offset += rows
 
 
+def fill_failed_rewards(experiences: Sequence[Experience], n_samples_per_prompt: int) -> None:
+    """Give each sample with no action token the mean reward of the healthy samples of its
+    block, in place, before OpenRLHF's own group statistics.
+
+    A sample with no action token is an infra-error episode's (`AgentExecutor` gives it no
+    action range; a healthy sample has at least one policy token). The agent executor sees
+    one sample at a time and hands OpenRLHF the episode's recorded total, which OpenRLHF's
+    ``group_norm``/``dr_grpo``/``rloo`` would count in its block. OpenRLHF forms blocks of
+    `n_samples_per_prompt` consecutive samples in ``experience.index`` order; the fill is
+    `xpgym.training.advantages.filled_scores` over those blocks (what `to_experience`
+    writes), so mean baselines are exactly the healthy members' (`infra_filled_scores`
+    names the effect on the std). ``rewards`` and ``info["reward"]`` change; nothing else.
+    """
+    failed = torch.cat([~e.action_mask.bool().any(dim=-1) for e in experiences]).numpy()
+    if not failed.any():
+        return
+    order = np.concatenate([np.asarray(e.index, dtype=np.int64) for e in experiences])
+    raw = torch.cat([e.rewards for e in experiences]).double().numpy()
+    scores = np.empty_like(raw)
+    scores[order] = raw
+    bad = np.zeros(len(raw), dtype=bool)
+    bad[order] = failed
+    blocks = list(np.arange(len(raw)) // n_samples_per_prompt)
+    filled = filled_scores(scores, bad, blocks)[order]
+    start = 0
+    for experience in experiences:
+        part = torch.from_numpy(filled[start : start + len(experience.index)])
+        start += len(experience.index)
+        experience.rewards = part.to(experience.rewards.dtype)
+        if "reward" in experience.info:
+            experience.info["reward"] = part.to(experience.info["reward"].dtype)
+
+
 def install_turn_rebn() -> None:
     """Route ``RemoteExperienceMaker.compute_advantages_and_returns`` through
-    `turn_advantages` for batches whose labels ask for it (idempotent; a Ray setup hook).
+    `turn_advantages` for batches whose labels ask for it, and through `fill_failed_rewards`
+    then OpenRLHF's own method for the others (idempotent; a Ray setup hook).
 
     A batch is handled here when every label is a `make_label` label with ``advantage``
-    ``"rebn"`` or ``"reinforce"`` (all the same, with the same ``gamma``); any other batch
-    goes to OpenRLHF's own method. Refuses a KL penalty in the reward
-    (``--algo.kl.init_coef > 0`` without ``--algo.kl.use_loss``), which the override would
-    silently drop.
+    ``"rebn"`` or ``"reinforce"`` (all the same, with the same ``gamma``). Refuses a KL
+    penalty in the reward (``--algo.kl.init_coef > 0`` without ``--algo.kl.use_loss``),
+    which the override would silently drop.
     """
     from openrlhf.trainer.ppo_utils import experience_maker
 
@@ -372,6 +409,7 @@ def install_turn_rebn() -> None:
     ) -> list[Experience]:
         options = _override_options(experiences)
         if options is None:
+            fill_failed_rewards(experiences, int(self.strategy.args.rollout.n_samples_per_prompt))
             return original(self, experiences)
         kl_coef = float(getattr(self.kl_ctl, "value", 0.0) or 0.0)
         if kl_coef > 0:
@@ -674,19 +712,18 @@ def train_ppo_ray_flags(
 
 
 def ray_runtime_env(algorithm: CriticFreeAlgorithm) -> dict[str, Any]:
-    """Ray's runtime env for every worker of a run: for ``rebn``/``reinforce``, xpgym's
-    advantage override installed as the ``worker_process_setup_hook`` (`install_turn_rebn`).
+    """Ray's runtime env for every worker of a run: xpgym's advantage override installed as
+    the ``worker_process_setup_hook`` (`install_turn_rebn`: per-turn advantages for
+    ``rebn``/``reinforce``, failed samples' rewards filled for OpenRLHF's own estimators).
 
     Raises:
         ValueError: `algorithm` is not in `ESTIMATORS`.
     """
-    override = _estimator(algorithm)[1]
-    runtime_env: dict[str, Any] = {
+    _estimator(algorithm)
+    return {
         "env_vars": {
             "TOKENIZERS_PARALLELISM": "true",
             "NCCL_DEBUG": os.environ.get("NCCL_DEBUG", "WARN"),
-        }
+        },
+        "worker_process_setup_hook": f"{__name__}.install_turn_rebn",
     }
-    if override is not None:
-        runtime_env["worker_process_setup_hook"] = f"{__name__}.install_turn_rebn"
-    return runtime_env

@@ -53,11 +53,12 @@ it is split where they stop doing so (RL2's rule; `episode_rows(on_mismatch="spl
 Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): in
 `to_tensor_dict` their sequences have ``action_mask`` 0 and ``rewards`` 0 (no loss, no turn
 in the per-turn override `turn_advantages`). RL2's own ``reinforce`` groups fixed blocks of
-``responses_per_prompt`` over action tokens only, so there a failed member counts with score
-0. The env module (`reset`/`step`) ends such an episode at the failed step (``done``; a
-step that raises is one, `xpgym.rollout.runner.isolated_step`) and marks the sample's
-``extra_info`` (`INFRA_ERROR_KEY`); RL2's env API has no per-sample loss mask, so
-`install_infra_masking` wraps RL2's ``Rollout.rollout`` to zero that sample's
+``responses_per_prompt`` over action tokens only and would count a failed member with score
+0; the override routes a batch with one to `reinforce_without_failed`, which leaves it out
+of its block's statistics. The env module (`reset`/`step`) ends such an episode at the
+failed step (``done``; a step that raises is one, `xpgym.rollout.runner.isolated_step`) and
+marks the sample's ``extra_info`` (`INFRA_ERROR_KEY`); RL2's env API has no per-sample loss
+mask, so `install_infra_masking` wraps RL2's ``Rollout.rollout`` to zero that sample's
 ``action_mask`` and ``rewards`` (`mask_infra_sample`).
 
 Differences from the reference trainer that change curves (advantages, loss aggregation,
@@ -103,6 +104,8 @@ from xpgym.training.advantages import (  # noqa: E402
     TOKEN_ESTIMATORS,
     CriticFreeAlgorithm,
     TokenEstimator,
+    dr_grpo,
+    grpo,
     token_advantages,
 )
 from xpgym.training.layouts import (  # noqa: E402
@@ -123,6 +126,7 @@ __all__ = [
     "mask_infra_sample",
     "ppo_config",
     "ppo_overrides",
+    "reinforce_without_failed",
     "reset",
     "step",
     "to_tensor_dict",
@@ -203,10 +207,52 @@ def turn_advantages(
     tensor_dict["advantages"] = torch.as_tensor(advantages, dtype=torch.float32)
 
 
+def reinforce_without_failed(
+    config: Any, tensor_dict: dict[str, torch.Tensor], cu_seqs: torch.Tensor
+) -> None:
+    """RL2's own ``reinforce``, with failed trajectories out of its statistics, in place.
+
+    A failed trajectory is one with no action token: what `mask_infra_sample` makes of an
+    infra-error sample (a healthy one has at least one policy token). RL2 0.0.2's
+    ``compute_reinforce_adv`` sums each trajectory's rewards over its action tokens, so it
+    counts such a trajectory with score 0 in its block of ``responses_per_prompt`` (the whole
+    batch with ``global_norm``) and moves the others' baseline. Here the block mean (and,
+    with ``norm_var``, the unbiased std plus float32 eps, as RL2) is that of the block's
+    healthy members only, so each of them gets exactly its advantage without the failed
+    ones (`xpgym.training.advantages.dr_grpo` / `grpo`; a block with one healthy member
+    gives it 0). ``tensor_dict["advantages"]`` is the trajectory's advantage on each of its
+    action tokens, 0 elsewhere, as RL2.
+
+    Raises:
+        ValueError: The trajectory count is not a multiple of ``responses_per_prompt``.
+    """
+    mask = tensor_dict["action_mask"].detach().cpu().numpy() != 0
+    rewards = tensor_dict["rewards"].detach().cpu().numpy()
+    offsets = cu_seqs.detach().cpu().numpy()
+    trajectory = np.repeat(np.arange(len(offsets) - 1), np.diff(offsets))
+    scores = np.bincount(trajectory, (rewards * mask).sum(axis=1), minlength=len(offsets) - 1)
+    healthy = np.bincount(trajectory, mask.sum(axis=1), minlength=len(offsets) - 1) > 0
+    size = len(scores) if config.global_norm else int(config.responses_per_prompt)
+    if len(scores) % size:
+        raise ValueError(
+            f"{len(scores)} trajectories are not blocks of responses_per_prompt={size}"
+        )
+    blocks = (np.arange(len(scores)) // size)[healthy]
+    advantages = np.zeros(len(scores))
+    if config.norm_var:
+        advantages[healthy] = grpo(scores[healthy], blocks, eps=float(np.finfo(np.float32).eps))
+    else:
+        advantages[healthy] = dr_grpo(scores[healthy], blocks)
+    per_token = advantages[trajectory][:, None] * mask
+    tensor_dict["advantages"] = torch.as_tensor(per_token, dtype=torch.float32)
+
+
 def install_turn_advantages() -> None:
     """Route ``RL2.trainer.ppo.compute_advantages`` through `turn_advantages` when
-    ``adv.estimator`` is one of `ESTIMATORS` (idempotent). Call it in every training process
-    before the trainer starts (the recipe does, under torchrun)."""
+    ``adv.estimator`` is one of `ESTIMATORS`, and through `reinforce_without_failed` when it
+    is RL2's ``reinforce`` and the batch has a failed (infra-error) trajectory (idempotent).
+    Other batches go to RL2's own function. Call it in every training process before the
+    trainer starts (the recipe does, under torchrun)."""
     from RL2.trainer import ppo
 
     original = getattr(ppo, "_xpgym_original_compute_advantages", None)
@@ -219,10 +265,19 @@ def install_turn_advantages() -> None:
     ) -> None:
         if config.estimator in ESTIMATORS:
             turn_advantages(config, raw_tensor_dict, cu_seqs)
+        elif config.estimator == "reinforce" and _has_failed(raw_tensor_dict, cu_seqs):
+            reinforce_without_failed(config, raw_tensor_dict, cu_seqs)
         else:
             original(config, raw_tensor_dict, cu_seqs, step)
 
     ppo.compute_advantages = compute_advantages
+
+
+def _has_failed(tensor_dict: dict[str, torch.Tensor], cu_seqs: torch.Tensor) -> bool:
+    """Whether a trajectory has no action token (`reinforce_without_failed`)."""
+    per_row = tensor_dict["action_mask"].detach().cpu().numpy().sum(axis=1)
+    offsets = cu_seqs.detach().cpu().numpy()
+    return bool((np.add.reduceat(per_row, offsets[:-1]) == 0).any()) if len(per_row) else False
 
 
 INFRA_ERROR_KEY = "xpgym_infra_error"

@@ -16,7 +16,8 @@ Four parts:
 3. **Estimators** ``xpgym_reinforce`` and ``xpgym_rebn``, registered with
    ``core_algos.register_adv_est`` when this module is imported (`register_estimators`):
    per-turn REINFORCE returns and ReBN of `xpgym.training.advantages`, computed from verl's
-   ``token_level_rewards`` and ``response_mask`` (turns = runs of the mask). verl runs
+   ``token_level_rewards`` and ``response_mask`` (turns = runs of the mask); and
+   ``xpgym_grpo``/``xpgym_rloo``, verl's own with infra-error rows set apart. verl runs
    estimators in its TaskRunner process: import this module there (`ppo_overrides` sets
    Ray's ``worker_process_setup_hook`` to `register_estimators`).
 4. **Launch configuration** `ppo_overrides` / `ppo_config` / `write_run_files`: verl's
@@ -60,15 +61,16 @@ sum, so they need ``per_episode`` rows (sum = the episode's total reward).
 Infra-error episodes (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): their rows
 have ``response_mask`` 0 and ``rm_scores`` 0 (`xpgym.training.layouts`), so no loss and no turn
 in ``xpgym_reinforce``/``xpgym_rebn``; in `to_data_proto` their ``uid`` is a group of their
-own, so verl's ``grpo``/``rloo`` statistics of the other members are exactly those without
-them. ``meta_info["xpgym_metrics"]`` holds `infra_error_metrics` and the episodes' own
-metrics, ``metrics/<key>`` (`episode_metrics`: ``Episode.info["metrics"]`` averaged, e.g.
-from reward functions); in the agent loop each output's ``extra_fields["xpgym_metrics"]``
-holds its episode's (``{}`` when none: verl keeps extra fields per sample, in the rollout
-data it dumps, and does not average them itself). In the agent loop verl
-assigns ``uid`` per prompt before the rollout: a failed sample stays in its group with score
-0 (no loss of its own); each output's ``extra_fields["infra_error"]`` names the cause kind
-(``None`` when ok) for verl's logs.
+own. In the agent loop verl assigns ``uid`` per prompt before the rollout, so a failed
+sample would stay in its group with score 0: the launch configuration therefore runs verl's
+``grpo`` and ``rloo`` as ``xpgym_grpo`` / ``xpgym_rloo`` (`ALGORITHMS`), verl's own
+functions with every row that has no policy token in a group of its own, and the other
+members' statistics are exactly those without it. ``meta_info["xpgym_metrics"]`` holds
+`infra_error_metrics` and the episodes' own metrics, ``metrics/<key>`` (`episode_metrics`:
+``Episode.info["metrics"]`` averaged, e.g. from reward functions); in the agent loop each
+output's ``extra_fields["xpgym_metrics"]`` holds its episode's (``{}`` when none: verl keeps
+extra fields per sample, in the rollout data it dumps, and does not average them itself),
+and ``extra_fields["infra_error"]`` names the cause kind (``None`` when ok) for verl's logs.
 
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "verl".
@@ -104,7 +106,12 @@ with root_logging_kept():  # verl's logging_utils calls logging.basicConfig
     from verl.trainer.ppo import core_algos
     from verl.workers.rollout.replica import TokenOutput
 
-from xpgym.core.trajectory import Episode, episode_metrics, infra_error_metrics  # noqa: E402
+from xpgym.core.trajectory import (  # noqa: E402
+    INFRA_GROUP_PREFIX,
+    Episode,
+    episode_metrics,
+    infra_error_metrics,
+)
 from xpgym.rollout.policies import Generation  # noqa: E402
 from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
@@ -283,7 +290,59 @@ def xpgym_rebn(
     return _as_tensors(advantages, returns, token_level_rewards)
 
 
-ESTIMATORS = {"xpgym_reinforce": xpgym_reinforce, "xpgym_rebn": xpgym_rebn}
+def _failed_apart(index: Any, response_mask: torch.Tensor) -> np.ndarray:
+    """verl's group ``index`` with each row that has no policy token (an infra-error
+    episode's, `xpgym.training.layouts`; a healthy row has at least one) in a group of its
+    own, ``INFRA_GROUP_PREFIX`` + its row."""
+    index = np.array(index, dtype=object)
+    failed = ~response_mask.detach().cpu().numpy().any(axis=-1)
+    index[failed] = [f"{INFRA_GROUP_PREFIX}{i}" for i in np.flatnonzero(failed)]
+    return index
+
+
+def xpgym_grpo(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl estimator ``xpgym_grpo``: verl's own ``grpo`` with every infra-error row in a
+    group of its own, so the other members' statistics are exactly those without it.
+
+    In the agent loop verl assigns ``uid`` per prompt, so a failed sample would stay in its
+    group with score 0. ``norm_adv_by_std_in_grpo`` is read from `config` (verl's algorithm
+    config; default True, as verl). Returns verl's ``(advantages, returns)``.
+    """
+    return core_algos.compute_grpo_outcome_advantage(
+        token_level_rewards,
+        response_mask,
+        _failed_apart(index, response_mask),
+        norm_adv_by_std_in_grpo=bool(getattr(config, "norm_adv_by_std_in_grpo", True)),
+        config=config,
+    )
+
+
+def xpgym_rloo(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: Any,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl estimator ``xpgym_rloo``: verl's own ``rloo`` with every infra-error row in a
+    group of its own (as `xpgym_grpo`). Returns verl's ``(advantages, returns)``."""
+    return core_algos.compute_rloo_outcome_advantage(
+        token_level_rewards, response_mask, _failed_apart(index, response_mask), config=config
+    )
+
+
+ESTIMATORS = {
+    "xpgym_reinforce": xpgym_reinforce,
+    "xpgym_rebn": xpgym_rebn,
+    "xpgym_grpo": xpgym_grpo,
+    "xpgym_rloo": xpgym_rloo,
+}
 """verl ``algorithm.adv_estimator`` names this module registers."""
 
 
@@ -551,9 +610,9 @@ def episode_outputs(
 ALGORITHMS: dict[CriticFreeAlgorithm, tuple[str, bool]] = {
     "rebn": ("xpgym_rebn", True),
     "reinforce": ("xpgym_reinforce", True),
-    "grpo": ("grpo", True),
-    "dr_grpo": ("grpo", False),
-    "rloo": ("rloo", True),
+    "grpo": ("xpgym_grpo", True),
+    "dr_grpo": ("xpgym_grpo", False),
+    "rloo": ("xpgym_rloo", True),
 }
 """Algorithm name (each of `xpgym.training.advantages.CRITIC_FREE_ALGORITHMS`) ->
 (``algorithm.adv_estimator``, ``algorithm.norm_adv_by_std_in_grpo``)."""

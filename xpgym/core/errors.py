@@ -5,19 +5,20 @@ This docstring is the home of the rule; other modules and docs point here.
 An episode can end badly for two kinds of reasons. The **policy's** own doing is judged by
 the env and rewarded as usual: a malformed action, a wrong answer, a tool call with bad
 arguments or an unknown tool, a program the policy wrote that crashes or runs past its time,
-CPU, memory or output limit in the sandbox, an MCP call that timed out or that the tool
-answered with an error. **Infrastructure** failures are not the policy's doing, and their
-reward says nothing about the policy (`INFRA_KINDS`): a sub-env whose step raised or ran past
-its step timeout (``sub_env_crash``, ``sub_env_timeout``; an env must judge any text without
-raising), a remote env step that failed (``remote_error``: 5xx, a dropped connection, an
-expired session), a grader that timed out or failed (``grader_timeout``, ``grader_error``),
-a sandbox that could not run the code (``sandbox_error``), a tool backend that broke
-(``tool_backend_error``: an MCP server disconnected, a search backend's timeout, connection
-or HTTP error, a tool that raised against its contract). Such an episode gets
-``Episode.outcome == "infra_error"`` (`xpgym.core.trajectory`; its JSON adds ``"outcome"``
-and ``"infra_error"``) and is kept out of the gradient: trainers see it with loss mask 0, in
-a group of its own (`xpgym.training.layouts`), and count it in their metrics; ``xpgym eval``
-records it as ``"infra_error"``, apart from failures. A failing ``reset`` still raises.
+CPU, memory or output limit in the sandbox, an MCP call that timed out on a server that
+still answers, or that the tool answered with an error. **Infrastructure** failures are not
+the policy's doing, and their reward says nothing about the policy (`INFRA_KINDS`): a
+sub-env whose step raised or ran past its step timeout (``sub_env_crash``,
+``sub_env_timeout``; an env must judge any text without raising), a remote env step that
+failed (``remote_error``: 5xx, a dropped connection, an expired session), a grader that
+timed out or failed (``grader_timeout``, ``grader_error``), a sandbox that could not run the
+code (``sandbox_error``), a tool backend that broke (``tool_backend_error``: an MCP server
+disconnected or unresponsive, a search backend's timeout, connection or HTTP error, a tool
+that raised against its contract). Such an episode gets ``Episode.outcome == "infra_error"``
+(`xpgym.core.trajectory`; its JSON adds ``"outcome"`` and ``"infra_error"``) and is kept out
+of the gradient: trainers see it with loss mask 0, in a group of its own
+(`xpgym.training.layouts`), and count it in their metrics; ``xpgym eval`` records it as
+``"infra_error"``, apart from failures. A failing ``reset`` still raises.
 
 Where a failure happens, the code that sees it marks it in one of two ways:
 

@@ -115,6 +115,7 @@ __all__ = [
     "dr_grpo",
     "episode_scores",
     "episode_terminated",
+    "filled_scores",
     "gigpo",
     "grpo",
     "infra_filled_scores",
@@ -492,26 +493,45 @@ def infra_filled_scores(episodes: Sequence[Episode]) -> NDArray[np.float64]:
     OpenRLHF, TRL and RL2 group ``n`` consecutive samples and cannot leave one out. There an
     infra-error episode (`xpgym.core.errors`) gets the mean score of the healthy members of
     its group (``Episode.group_id``; 0.0 when it has none), every other episode its total
-    reward. With ``m`` healthy members of mean ``mu`` and squared deviations ``S``, the
-    group's mean stays ``mu`` (Dr.GRPO and mean baselines are exactly those of the healthy
-    members) and its deviations stay ``S``, so GRPO's std over the ``m + k`` samples (``k``
-    failed) is ``sqrt(S / (m + k - 1))`` unbiased (``sqrt(S / (m + k))`` population) instead
-    of the healthy ``sqrt(S / (m - 1))``: each healthy advantage is the exact one times
-    ``sqrt((m + k - 1) / (m - 1))`` (``sqrt((m + k) / m)`` population), eps aside. The
+    reward (`filled_scores`). With ``m`` healthy members of mean ``mu`` and squared
+    deviations ``S``, the group's mean stays ``mu`` (Dr.GRPO and mean baselines are exactly
+    those of the healthy members) and its deviations stay ``S``, so GRPO's std over the
+    ``m + k`` samples (``k`` failed) is ``sqrt(S / (m + k - 1))`` unbiased (``sqrt(S / (m +
+    k))`` population) instead of the healthy ``sqrt(S / (m - 1))``: each healthy advantage is
+    the exact one times ``sqrt((m + k - 1) / (m - 1))`` (``sqrt((m + k) / m)`` population),
+    eps aside; RLOO's is the exact one times ``(m + k) (m - 1) / (m (m + k - 1))``. The
     failed member itself has loss mask 0 (`xpgym.training.layouts`).
     """
     scores = np.array([ep.total_reward for ep in episodes], dtype=np.float64)
-    infra = np.array([ep.infra_error is not None for ep in episodes], dtype=bool)
-    if not infra.any():
-        return scores
+    failed = np.array([ep.infra_error is not None for ep in episodes], dtype=bool)
+    groups = [ep.group_id for ep in episodes]
+    return filled_scores(scores, failed, groups)
+
+
+def filled_scores(
+    scores: ArrayLike, failed: ArrayLike, group_ids: Sequence[Hashable | None]
+) -> NDArray[np.float64]:
+    """``[N]`` `scores` with each `failed` one replaced by the mean score of the healthy
+    members of its group (0.0 when it has none, or when its group id is None); see
+    `infra_filled_scores` for what this keeps of the group statistics.
+
+    Args:
+        scores: ``[N]`` sample scores.
+        failed: ``[N]`` bool, the samples that failed for infrastructure reasons.
+        group_ids: ``[N]`` group of each sample (None: a group of its own).
+    """
+    out = np.array(scores, dtype=np.float64)
+    bad = np.asarray(failed, dtype=bool)
+    if not bad.any():
+        return out
     healthy: dict[Hashable, list[float]] = {}
-    for ep, score, failed in zip(episodes, scores, infra, strict=True):
-        if not failed and ep.group_id is not None:
-            healthy.setdefault(ep.group_id, []).append(float(score))
-    for i in np.flatnonzero(infra).tolist():
-        members = healthy.get(episodes[i].group_id, [])
-        scores[i] = float(np.mean(members)) if members else 0.0
-    return scores
+    for score, group, is_bad in zip(out, group_ids, bad, strict=True):
+        if not is_bad and group is not None:
+            healthy.setdefault(group, []).append(float(score))
+    for i in np.flatnonzero(bad).tolist():
+        members = healthy.get(group_ids[i], []) if group_ids[i] is not None else []
+        out[i] = float(np.mean(members)) if members else 0.0
+    return out
 
 
 # --------------------------------------------------------------------------------------------

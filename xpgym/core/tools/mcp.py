@@ -27,12 +27,12 @@ Sessions and threads
 --------------------
 
 GEM's ``MCPTool`` opens a new session (a new subprocess, for stdio) for every call. Here a
-toolset owns **one** session for its whole life: it starts an asyncio event loop in a
-background thread (named ``xpgym-mcp-<n>``), enters ``mcp.Client`` there, and keeps it open
-until `close`. `execute` submits the call to that loop with
-`asyncio.run_coroutine_threadsafe` and waits, so it is synchronous and thread-safe (calls
-from many threads run concurrently on the one session); `aexecute` awaits the same coroutine
-from any event loop without blocking it.
+toolset owns **one** session at a time (a new one only after the server was lost, see
+"Reconnecting"): it starts an asyncio event loop in a background thread (named
+``xpgym-mcp-<n>``), enters ``mcp.Client`` there, and keeps it open until `close`.
+`execute` submits the call to that loop with `asyncio.run_coroutine_threadsafe` and waits,
+so it is synchronous and thread-safe (calls from many threads run concurrently on the one
+session); `aexecute` awaits the same coroutine from any event loop without blocking it.
 
 Every call carries the request ``_meta`` entry ``{"xpgym/session": session_key}``
 (`SESSION_META_KEY`; a random key per toolset unless given). Servers that keep per-client
@@ -43,22 +43,57 @@ Errors
 ------
 
 Nothing a call does raises into the env: a result with ``isError`` set, a protocol error
-(e.g. an unknown tool), a timeout (`call_timeout_s`), a lost connection or a closed toolset
-all become ``ToolResult(ok=False)`` with ``info["exit_reason"]`` one of ``"tool_error"``,
-``"protocol_error"``, ``"timeout"``, ``"disconnected"``, ``"error"``; the last two (the
-backend broke, not the call) also carry the infrastructure marker ``info["infra_error"]``
-(`xpgym.core.errors`), the others are the model's call going wrong. Connecting is the
-exception: `MCPToolset` raises `MCPConnectionError` when the server cannot be started or
-reached, so a misconfigured env fails when it is built.
+(e.g. an unknown tool), a timeout (`call_timeout_s`), an unresponsive server, a lost
+connection or a closed toolset all become ``ToolResult(ok=False)`` with
+``info["exit_reason"]`` one of ``"tool_error"``, ``"protocol_error"``, ``"timeout"``,
+``"unresponsive"``, ``"disconnected"``, ``"error"``; the last three (the backend broke, not
+the call) also carry the infrastructure marker ``info["infra_error"]`` (kind
+``"tool_backend_error"``, `xpgym.core.errors`), the others are the model's call going wrong.
+Connecting is the exception: `MCPToolset` raises `MCPConnectionError` when the server cannot
+be started or reached, so a misconfigured env fails when it is built.
+
+A call that times out could be the model's (a query that runs too long) or the server's (a
+hung or stopped process). To tell them apart the toolset then *probes* the session: it asks
+the server for its function list (``tools/list``, bypassing the SDK's cache; MCP's ``ping``
+is gone from the 2026-07-28 protocol), bounded by ``min(5 s, timeout)``. If the server
+answers, the call's ``exit_reason`` is ``"timeout"`` (the call's failure); if not, it is
+``"unresponsive"``, with the marker, and the session is given up (see below). So a timed-out
+call returns after at most its timeout + 1 s + the probe bound. A call that raised something
+unexpected (``"error"``) is probed the same way. The probe assumes that the server answers
+requests concurrently, as servers built on the MCP SDK do; a server that serves one request
+at a time cannot answer it during a slow call, and its slow calls count as unresponsive.
+
+Reconnecting
+------------
+
+A session is *lost* when its connection closed (the server died: ``"disconnected"``), when a
+probe went unanswered (``"unresponsive"``), or when it ended by itself. The call that found
+it lost is an infrastructure error; the **next** call starts a new session first (for stdio
+a new server process, for HTTP a new connection, for an in-process server a new in-process
+connection), with up to `reconnect_attempts` attempts per call, each bounded by
+`connect_timeout_s`, and then runs on it. A call whose attempts all fail returns
+``"disconnected"`` with the marker and the reason; the call after it tries again, so nothing
+loops, and a server that comes back is used again. The lost session is ended in the
+background (the SDK closes a stdio server's stdin, then terminates and kills it, so a
+stopped server is killed too) and `close` waits for it. ``reconnect_attempts=0`` keeps a
+lost session lost: every later call is an infra error until the toolset is rebuilt.
+
+State the server kept for the session is gone after a reconnect to a new process (the SQLite
+server's scratch tables); the session key (below) stays the same. In an episode this matches
+the recorder's rule: the infra error that lost the session ends the episode
+(`xpgym.core.errors`), so the next episode starts on the new session. Envs that share one
+toolset share its session too: a call of one env can lose the session that another env's
+episode was using.
 
 Shutdown
 --------
 
-`MCPToolset.close` ends the session (for stdio the SDK closes the server's stdin, then
-terminates and kills it if it does not exit), stops the loop and joins the thread. Closing
-any one of the toolset's tools closes the toolset (so `ToolEnvWrapper(close_tools=True)`
-cleans up); share tools between envs only with ``close_tools=False``. Use the toolset as a
-context manager or call `close`; it is idempotent.
+`MCPToolset.close` ends the session, and a lost one still ending (for stdio the SDK closes
+the server's stdin, then terminates and kills it if it does not exit), stops the loop and
+joins the thread. Closing any one of the toolset's tools closes the toolset (so
+`ToolEnvWrapper(close_tools=True)` cleans up); share tools between envs only with
+``close_tools=False``. Use the toolset as a context manager or call `close`; it is
+idempotent.
 """
 
 from __future__ import annotations
@@ -72,7 +107,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
@@ -94,6 +130,10 @@ SESSION_META_KEY = "xpgym/session"
 """Request ``_meta`` key whose value names the calling toolset's session."""
 
 _TRUNCATED = " ... [truncated]"
+_PROBE_TIMEOUT_S = 5.0
+"""Upper bound of the probe after a timed-out call (module docstring, "Errors")."""
+_GRACE_S = 5.0
+"""Slack of the waits across threads over the bounds the loop keeps itself."""
 _thread_ids = itertools.count(1)
 
 
@@ -109,8 +149,9 @@ def _import_mcp() -> Any:
     return mcp
 
 
-def _server_target(server: Any, errlog: TextIO | None) -> tuple[Any, str]:
-    """What to hand to `mcp.Client`, and a short description for messages."""
+def _server_target(server: Any, errlog: TextIO | None) -> tuple[Callable[[], Any], str]:
+    """What makes the `server` argument of each new `mcp.Client` (a stdio transport with
+    `errlog` is single-use), and a short description for messages."""
     mcp = _import_mcp()
     from mcp.client.stdio import stdio_client
 
@@ -134,13 +175,15 @@ def _server_target(server: Any, errlog: TextIO | None) -> tuple[Any, str]:
             raise ValueError(
                 f"an MCP server URL must start with http:// or https://, got {server!r}"
             )
-        return server, server
+        url = server
+        return lambda: url, url
     if isinstance(server, mcp.StdioServerParameters):
         label = " ".join([server.command, *server.args])
+        params = server
         if errlog is None:
-            return server, label
-        return stdio_client(server, errlog=errlog), label
-    return server, type(server).__name__
+            return lambda: params, label
+        return lambda: stdio_client(params, errlog=errlog), label
+    return lambda: server, type(server).__name__
 
 
 def _content_text(block: Any) -> str:
@@ -245,8 +288,27 @@ class MCPFunctionTool(Tool):
         return f"MCPFunctionTool(name={self.name!r}, server={self.toolset.label!r})"
 
 
+@dataclass(eq=False)
+class _Session:
+    """One connection to the server: the task that holds `mcp.Client` open, and its state.
+
+    Attributes:
+        ready: Set (on the loop) to the listed functions once the client is connected.
+        stop: Set to leave the client normally (`MCPToolset._end`).
+        task: The task running `MCPToolset._hold_session`.
+        client: The entered `mcp.Client`, once ready.
+        lost: Why the session is given up (`None` while it is usable).
+    """
+
+    ready: asyncio.Future[list[Any]]
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+    client: Any = None
+    lost: str | None = None
+
+
 class MCPToolset:
-    """One session with an MCP server, and its functions as xpgym tools.
+    """A session with an MCP server, and its functions as xpgym tools.
 
     Args:
         server: The server; see the module docstring.
@@ -257,7 +319,10 @@ class MCPToolset:
         name_prefix: Prepended to each function name to make the tool name (for two servers
             with clashing names).
         call_timeout_s: Default limit of one call, waiting for the server included.
-        connect_timeout_s: Limit for starting the server, the handshake and ``tools/list``.
+        connect_timeout_s: Limit for starting the server, the handshake and ``tools/list``;
+            at construction and for each reconnect attempt.
+        reconnect_attempts: How many times a call tries to start a new session when the
+            current one is lost (module docstring, "Reconnecting"); 0 never reconnects.
         max_output_chars: Cap on an observation.
         session_key: Value sent as ``_meta["xpgym/session"]`` with every call; default: a
             random key.
@@ -268,7 +333,8 @@ class MCPToolset:
     Raises:
         MCPConnectionError: The server cannot be started, reached or listed in time.
         ValueError: Bad arguments: an `include` or `exclude` name the server does not have,
-            a name included twice, a malformed server mapping or URL.
+            a name included twice, a malformed server mapping or URL, a negative
+            `reconnect_attempts`.
         ImportError: The MCP SDK is not installed.
     """
 
@@ -281,6 +347,7 @@ class MCPToolset:
         name_prefix: str = "",
         call_timeout_s: float = 30.0,
         connect_timeout_s: float = 30.0,
+        reconnect_attempts: int = 1,
         max_output_chars: int = 4000,
         session_key: str | None = None,
         errlog: TextIO | None = None,
@@ -288,27 +355,33 @@ class MCPToolset:
     ) -> None:
         if call_timeout_s <= 0 or connect_timeout_s <= 0:
             raise ValueError("call_timeout_s and connect_timeout_s must be > 0")
+        if reconnect_attempts < 0:
+            raise ValueError(f"reconnect_attempts must be >= 0, got {reconnect_attempts}")
         if max_output_chars <= len(_TRUNCATED):
             raise ValueError(f"max_output_chars must be > {len(_TRUNCATED)}")
-        self._target, self.label = _server_target(server, errlog)
+        self._make_target, self.label = _server_target(server, errlog)
         self.mode = mode
         self.call_timeout_s = float(call_timeout_s)
+        self.connect_timeout_s = float(connect_timeout_s)
+        self.reconnect_attempts = int(reconnect_attempts)
         self.max_output_chars = int(max_output_chars)
         self.session_key = session_key if session_key is not None else uuid.uuid4().hex
         self._closed = False
         self._close_lock = threading.Lock()
-        self._client: Any = None
-        self._stop: asyncio.Event | None = None
-        self._session_task: asyncio.Task[None] | None = None
+        self._sessions: set[_Session] = set()  # every session whose task has not ended
+        self._session: _Session | None = None  # the one calls go to
+        self._reconnecting = asyncio.Lock()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._run_loop, name=f"xpgym-mcp-{next(_thread_ids)}", daemon=True
         )
         self._thread.start()
-        self._ready: concurrent.futures.Future[list[Any]] = concurrent.futures.Future()
-        self._main = asyncio.run_coroutine_threadsafe(self._hold_session(self._ready), self._loop)
         try:
-            listed = self._wait_ready(self._ready, connect_timeout_s)
+            connecting = asyncio.run_coroutine_threadsafe(self._connect(), self._loop)
+            try:
+                self._session, listed = connecting.result(self.connect_timeout_s + _GRACE_S)
+            except concurrent.futures.TimeoutError as exc:  # the loop itself is stuck
+                raise MCPConnectionError(f"connecting to {self.label} did not end") from exc
             self._tools = self._make_tools(listed, include, exclude, name_prefix)
         except BaseException:
             self.close()
@@ -330,12 +403,10 @@ class MCPToolset:
             self._loop.run_until_complete(self._loop.shutdown_asyncgens())
             self._loop.close()
 
-    async def _hold_session(self, ready: concurrent.futures.Future[list[Any]]) -> None:
-        """Enter the client, list the functions, then keep the session until `close`."""
+    async def _hold_session(self, session: _Session) -> None:
+        """Enter the client, list the functions, then keep the session until `session.stop`."""
         mcp = _import_mcp()
-        self._session_task = asyncio.current_task()
-        self._stop = asyncio.Event()
-        async with mcp.Client(self._target, mode=self.mode) as client:
+        async with mcp.Client(self._make_target(), mode=self.mode) as client:
             listed: list[Any] = []
             cursor = None
             while True:
@@ -344,30 +415,114 @@ class MCPToolset:
                 cursor = page.next_cursor
                 if cursor is None:
                     break
-            self._client = client
-            if not ready.set_running_or_notify_cancel():
+            session.client = client
+            if session.ready.done():  # given up by `_connect` meanwhile
                 return
-            ready.set_result(listed)
-            await self._stop.wait()
+            session.ready.set_result(listed)
+            await session.stop.wait()
 
-    def _wait_ready(
-        self, ready: concurrent.futures.Future[list[Any]], timeout_s: float
-    ) -> list[Any]:
-        watched: list[concurrent.futures.Future[Any]] = [ready, self._main]
-        done, _ = concurrent.futures.wait(
-            watched, timeout=timeout_s, return_when=concurrent.futures.FIRST_COMPLETED
+    async def _connect(self) -> tuple[_Session, list[Any]]:
+        """Runs on the loop: start a session and wait until it is ready.
+
+        Raises:
+            MCPConnectionError: It failed or was not ready within `connect_timeout_s`; its
+                task is then cancelled (its cleanup goes on in the background, and `close`
+                waits for it).
+        """
+        session = _Session(ready=self._loop.create_future())
+        session.task = task = asyncio.create_task(self._hold_session(session))
+        self._sessions.add(session)
+        task.add_done_callback(lambda ended: self._session_ended(session, ended))
+        watched: set[asyncio.Future[Any]] = {session.ready, task}
+        await asyncio.wait(
+            watched,
+            timeout=self.connect_timeout_s,
+            return_when=asyncio.FIRST_COMPLETED,
         )
-        if ready in done:
-            return ready.result()
-        if self._main in done:
-            exc = None if self._main.cancelled() else self._main.exception()
+        if session.ready.done():
+            return session, session.ready.result()
+        session.ready.cancel()
+        if task.done():
+            exc = None if task.cancelled() else task.exception()
             raise MCPConnectionError(
                 f"cannot connect to MCP server {self.label}: {_describe(exc)}"
             ) from exc
-        ready.cancel()
+        task.cancel()
         raise MCPConnectionError(
-            f"MCP server {self.label} did not start and list its tools within {timeout_s:g} s"
+            f"MCP server {self.label} did not start and list its tools within "
+            f"{self.connect_timeout_s:g} s"
         )
+
+    def _session_ended(self, session: _Session, task: asyncio.Task[None]) -> None:
+        """Done callback of a session's task: it is lost (if it was not already)."""
+        self._sessions.discard(session)
+        exc = None if task.cancelled() else task.exception()
+        if session.lost is None:
+            session.lost = f"the session with MCP server {self.label} ended ({_describe(exc)})"
+        logger.debug("MCP session with %s ended: %s", self.label, session.lost)
+
+    def _end(self, session: _Session) -> None:
+        """Runs on the loop: leave a connected session normally (for stdio the SDK closes the
+        server's stdin, waits, then terminates and kills it); cancel one still connecting."""
+        if session.task is None or session.task.done():
+            return
+        if session.ready.done() and not session.ready.cancelled():
+            session.stop.set()
+        else:
+            session.task.cancel()
+
+    async def _session_for_call(self, name: str) -> _Session | ToolResult:
+        """Runs on the loop: the session a call goes to, reconnecting first if it was lost;
+        or the call's failure when the toolset is closed or no attempt connected."""
+        async with self._reconnecting:
+            session = self._session
+            if self._closed or session is None:
+                return _closed(name)
+            if session.lost is None:
+                return session
+            if self.reconnect_attempts == 0:
+                return _failure(name, session.lost, exit_reason="disconnected")
+            self._end(session)
+            failures = []
+            for _ in range(self.reconnect_attempts):
+                try:
+                    self._session, listed = await self._connect()
+                except MCPConnectionError as exc:
+                    failures.append(str(exc))
+                    if self._closed:
+                        return _closed(name)
+                    continue
+                if self._closed:  # `close` ran while connecting: it ends this session too
+                    return _closed(name)
+                if tuple(fn.name for fn in listed) != self.server_functions:
+                    logger.warning(
+                        "MCP server %s came back with other functions: %s (was %s)",
+                        self.label,
+                        [fn.name for fn in listed],
+                        list(self.server_functions),
+                    )
+                logger.info("reconnected to MCP server %s (%s)", self.label, session.lost)
+                return self._session
+            why = (
+                f"{session.lost}; reconnecting failed "
+                f"({self.reconnect_attempts} attempt(s)): {'; '.join(failures)}"
+            )
+            return _failure(name, why, exit_reason="disconnected")
+
+    async def _responds(self, session: _Session, timeout: float) -> bool:
+        """Runs on the loop: whether the server answers ``tools/list`` within
+        ``min(5 s, timeout)``; if not, `session` is lost (module docstring, "Errors")."""
+        bound = min(_PROBE_TIMEOUT_S, timeout)
+        try:
+            await asyncio.wait_for(session.client.list_tools(cache_mode="bypass"), bound)
+        except Exception as exc:
+            if session.lost is None:
+                session.lost = (
+                    f"MCP server {self.label} did not answer a probe within {bound:g} s "
+                    f"({_describe(exc)})"
+                )
+            return False
+        return True
 
     def _make_tools(
         self,
@@ -411,9 +566,11 @@ class MCPToolset:
 
     @property
     def connected(self) -> bool:
-        """`False` once closed or once the session ended by itself. A server that died is
-        noticed by the next call, which fails with ``exit_reason="disconnected"``."""
-        return not self._closed and not self._main.done()
+        """`False` once closed or once the current session is known to be lost (the next
+        call reconnects). A server that died is noticed by the next call, which fails with
+        ``exit_reason="disconnected"``."""
+        session = self._session
+        return not self._closed and session is not None and session.lost is None
 
     def tools(self) -> list[MCPFunctionTool]:
         """The exposed functions as tools (the same objects on every call)."""
@@ -434,17 +591,6 @@ class MCPToolset:
         """The tools' function schemas, for a chat template's ``tools=``."""
         return [tool.function_schema() for tool in self._tools]
 
-    def _disconnected(self, name: str) -> ToolResult | None:
-        if self._closed:
-            why = "the MCP session is closed"
-        elif self._main.done():
-            why = f"the connection to MCP server {self.label} was lost"
-            if not self._main.cancelled() and self._main.exception() is not None:
-                why += f" ({_describe(self._main.exception())})"
-        else:
-            return None
-        return _failure(name, f"{why}.", exit_reason="disconnected")
-
     def call(
         self,
         name: str,
@@ -455,25 +601,31 @@ class MCPToolset:
         """Call server function `name` (any function, excluded ones too) and wait.
 
         Thread-safe; never raises for the server's or the connection's failures (see the
-        module docstring). `timeout_s` defaults to `call_timeout_s`.
+        module docstring). `timeout_s` defaults to `call_timeout_s`; a call that reconnects
+        first may also take up to `reconnect_attempts` x `connect_timeout_s`.
         """
-        failed = self._disconnected(name)
-        if failed is not None:
-            return failed
+        if self._closed:
+            return _closed(name)
         timeout = self.call_timeout_s if timeout_s is None else float(timeout_s)
         try:
             future = asyncio.run_coroutine_threadsafe(
                 self._call(name, dict(arguments or {}), timeout), self._loop
             )
         except RuntimeError:  # the loop stopped between the check and the submit
-            return self._disconnected(name) or _failure(name, "the MCP session is closed")
+            return _closed(name)
+        bound = (
+            timeout
+            + min(_PROBE_TIMEOUT_S, timeout)
+            + self.reconnect_attempts * self.connect_timeout_s
+            + _GRACE_S
+        )
         try:
-            return future.result(timeout + 5.0)
+            return future.result(bound)
         except concurrent.futures.TimeoutError:
             future.cancel()
             return _timeout(name, timeout)
         except concurrent.futures.CancelledError:
-            return self._disconnected(name) or _failure(name, "the call was cancelled")
+            return _closed(name) if self._closed else _failure(name, "the call was cancelled")
 
     async def acall(
         self,
@@ -483,9 +635,8 @@ class MCPToolset:
         timeout_s: float | None = None,
     ) -> ToolResult:
         """`call` for async code: awaits the call on the toolset's loop from any loop."""
-        failed = self._disconnected(name)
-        if failed is not None:
-            return failed
+        if self._closed:
+            return _closed(name)
         timeout = self.call_timeout_s if timeout_s is None else float(timeout_s)
         coro = self._call(name, dict(arguments or {}), timeout)
         try:
@@ -498,7 +649,7 @@ class MCPToolset:
             future = asyncio.run_coroutine_threadsafe(coro, self._loop)
         except RuntimeError:
             coro.close()
-            return self._disconnected(name) or _failure(name, "the MCP session is closed")
+            return _closed(name)
         try:
             return await asyncio.wrap_future(future)
         except asyncio.CancelledError:
@@ -510,11 +661,13 @@ class MCPToolset:
         from mcp import MCPError
         from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT
 
+        session = await self._session_for_call(name)
+        if isinstance(session, ToolResult):
+            return session
         start = time.perf_counter()
-        client = self._client
         try:
             result = await asyncio.wait_for(
-                client.call_tool(
+                session.client.call_tool(
                     name,
                     arguments,
                     read_timeout_seconds=timeout,
@@ -523,22 +676,24 @@ class MCPToolset:
                 timeout + 1.0,
             )
         except (TimeoutError, asyncio.TimeoutError):
-            return _timeout(name, timeout)
+            return await self._timed_out(session, name, timeout)
         except MCPError as exc:
             if exc.code == REQUEST_TIMEOUT:
-                return _timeout(name, timeout)
-            if exc.code == CONNECTION_CLOSED or self._main.done():
-                why = f"the connection to MCP server {self.label} was closed ({exc.message})."
-                return self._disconnected(name) or _failure(name, why, exit_reason="disconnected")
+                return await self._timed_out(session, name, timeout)
+            if exc.code == CONNECTION_CLOSED or session.lost is not None:
+                why = f"the connection to MCP server {self.label} was closed ({exc.message})"
+                return self._lost(session, name, why)
             return ToolResult(
                 f"Tool {name!r} failed: {exc.message}",
                 ok=False,
                 info={"exit_reason": "protocol_error", "server_tool": name, "code": exc.code},
             )
         except Exception as exc:
-            if self._main.done() or self._closed:
-                return self._disconnected(name) or _failure(name, _describe(exc))
+            if self._closed:
+                return _closed(name)
             logger.warning("MCP call %r to %s raised", name, self.label, exc_info=True)
+            if session.lost is None:
+                await self._responds(session, timeout)
             return _failure(name, _describe(exc))
         text = format_call_result(result, self.max_output_chars)
         info = {
@@ -550,13 +705,32 @@ class MCPToolset:
             return ToolResult(text or f"Tool {name!r} failed.", ok=False, info=info)
         return ToolResult(text, info=info)
 
+    async def _timed_out(self, session: _Session, name: str, timeout: float) -> ToolResult:
+        """A call ran past `timeout`: the call's failure if the server answers a probe, else
+        the server's (``"unresponsive"``, and the session is lost)."""
+        if self._closed:
+            return _closed(name)
+        if session.lost is None and await self._responds(session, timeout):
+            return _timeout(name, timeout)
+        why = session.lost or f"the session with MCP server {self.label} was lost"
+        return _failure(name, why, exit_reason="unresponsive")
+
+    def _lost(self, session: _Session, name: str, why: str) -> ToolResult:
+        """The connection closed under a call: the session is lost, the call disconnected."""
+        if self._closed:
+            return _closed(name)
+        if session.lost is None:
+            session.lost = why
+        return _failure(name, why, exit_reason="disconnected")
+
     def close(self, timeout_s: float = 10.0) -> None:
-        """End the session, stop the loop and join its thread. Idempotent; never raises.
+        """End every session, stop the loop and join its thread. Idempotent; never raises.
 
         A connected session is ended gracefully (for stdio the SDK closes the server's
-        stdin, waits, then terminates the process); one still connecting is cancelled.
-        Calls still running get ``ToolResult(ok=False)`` (``"disconnected"``). `timeout_s`
-        bounds the graceful part; the task is cancelled after it.
+        stdin, waits, then terminates the process); one still connecting is cancelled; a
+        lost one still ending is waited for. Calls still running get ``ToolResult(ok=False)``
+        (``"disconnected"``). `timeout_s` bounds the graceful part; the tasks are cancelled
+        after it.
         """
         with self._close_lock:
             if self._closed:
@@ -584,15 +758,12 @@ class MCPToolset:
             logger.warning("MCP loop thread %s did not stop", self._thread.name)
 
     async def _shutdown(self) -> None:
-        """Runs on the loop: end the session task and wait until its cleanup is done."""
-        task = self._session_task
-        if task is None or task.done():
-            return
-        if self._ready.done() and not self._ready.cancelled() and self._stop is not None:
-            self._stop.set()  # connected: leave `async with Client` normally
-        else:
-            task.cancel()  # still connecting: there is nothing graceful to wait for
-        await asyncio.wait({task})
+        """Runs on the loop: end every session and wait until their cleanup is done."""
+        tasks = [s.task for s in self._sessions if s.task is not None and not s.task.done()]
+        for session in list(self._sessions):
+            self._end(session)
+        if tasks:
+            await asyncio.wait(tasks)
 
     def __enter__(self) -> MCPToolset:
         return self
@@ -623,6 +794,10 @@ def _timeout(name: str, timeout: float) -> ToolResult:
     )
 
 
+def _closed(name: str) -> ToolResult:
+    return _failure(name, "the MCP session is closed.", exit_reason="disconnected")
+
+
 def _failure(name: str, why: str, *, exit_reason: str = "error") -> ToolResult:
     """A call that failed because the backend broke (not the call): marked as
     infrastructure (`xpgym.core.errors`)."""
@@ -649,6 +824,7 @@ def make_mcp_tools(
     name_prefix: str = "",
     call_timeout_s: float = 30.0,
     connect_timeout_s: float = 30.0,
+    reconnect_attempts: int = 1,
     max_output_chars: int = 4000,
 ) -> list[Tool]:
     """The tools of a fresh `MCPToolset`, from plain data (a `register_tool_variant` factory).
@@ -674,6 +850,7 @@ def make_mcp_tools(
         name_prefix=name_prefix,
         call_timeout_s=call_timeout_s,
         connect_timeout_s=connect_timeout_s,
+        reconnect_attempts=reconnect_attempts,
         max_output_chars=max_output_chars,
     )
     return list(toolset.tools())

@@ -13,17 +13,25 @@ This is how the parity suite collects the same learning curve from every trainer
 `log_episodes_if_requested` is the one place xpgym reads the variable; the code that builds
 envs inside a trainer's workers calls it (`xpgym.rollout.env_pool.make_trainer_env`,
 the Oat adapter's vector env, the recipes' vector envs). `xpgym.make` itself never reads it.
+
+Faults: the log never stops a run. A line that cannot be written whole (a full disk, a
+quota, an I/O error) is cut back off the file, a warning is logged, and that env logs no
+more (its steps go on). A process killed in the middle of a write can leave a last line
+without its newline; `read_episode_log` skips such a torn last line (with a warning), so a
+log stays readable up to its last whole record (``tests/faults/test_episode_log_faults.py``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from xpgym.core.env import Env, Wrapper
 
@@ -31,6 +39,12 @@ __all__ = ["EPISODE_LOG_VARIABLE", "EpisodeLog", "log_episodes_if_requested", "r
 
 EPISODE_LOG_VARIABLE = "XPGYM_EPISODE_LOG"
 """The environment variable `log_episodes_if_requested` reads: the log's directory."""
+
+logger = logging.getLogger(__name__)
+
+_APPENDING = threading.Lock()
+"""Held around each line's write: the envs of one process append to one file, and a line
+that fails is cut back to the size the file had before it."""
 
 
 def log_episodes_if_requested(env: Env) -> Env:
@@ -57,7 +71,9 @@ class EpisodeLog(Wrapper[Any]):
     line of an episode is the episode: `read_episode_log` keeps it. Logging every step means
     an episode the *caller* cut short (a token budget, a turn limit of the trainer's, a crash)
     is still logged with what it earned. The file is opened on the first step, in append
-    mode, and every line is flushed at once.
+    mode, and every line is written with one unbuffered write. A line that cannot be
+    written whole is cut back off the file and ends this env's logging, with a warning
+    (module docstring, "Faults"); its steps go on.
     """
 
     def __init__(
@@ -69,7 +85,9 @@ class EpisodeLog(Wrapper[Any]):
         super().__init__(env)
         self.directory = Path(directory)
         self.clock = clock
-        self._file: TextIO | None = None
+        self._fd: int | None = None
+        self._path: Path | None = None
+        self._failed = False
         self._episodes = 0
         self._seed: int | None = None
         self._return = 0.0
@@ -116,10 +134,8 @@ class EpisodeLog(Wrapper[Any]):
         self._env_s = float(state["env_s"])
 
     def _write(self, correct: Any, *, done: bool) -> None:
-        if self._file is None:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            name = f"episodes-{socket.gethostname()}-{os.getpid()}.jsonl"
-            self._file = open(self.directory / name, "a", encoding="utf-8")  # noqa: SIM115
+        if self._failed:
+            return
         record = {
             "episode": f"{os.getpid()}-{id(self):x}-{self._episodes}",
             "env_id": self.spec.id if self.spec is not None else None,
@@ -131,13 +147,43 @@ class EpisodeLog(Wrapper[Any]):
             "end": time.time(),
             "done": bool(done),
         }
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
+        line = (json.dumps(record) + "\n").encode("utf-8")
+        with _APPENDING:
+            size = None
+            try:
+                if self._fd is None:
+                    self.directory.mkdir(parents=True, exist_ok=True)
+                    name = f"episodes-{socket.gethostname()}-{os.getpid()}.jsonl"
+                    self._path = self.directory / name
+                    self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                size = os.fstat(self._fd).st_size
+                written = os.write(self._fd, line)
+                if written != len(line):
+                    raise OSError(f"wrote {written} of the line's {len(line)} bytes")
+            except OSError as exc:
+                self._give_up(exc, size)
+
+    def _give_up(self, exc: OSError, size: int | None) -> None:
+        """Cut a partly written line off (to `size`), stop logging, warn; never raises."""
+        self._failed = True
+        if self._fd is not None:
+            if size is not None:
+                try:
+                    os.ftruncate(self._fd, size)
+                except OSError as cut:
+                    logger.debug("could not cut the episode log back: %s", cut)
+            os.close(self._fd)
+            self._fd = None
+        logger.warning(
+            "episode log %s: cannot write (%s); this env logs no more episodes, the run goes on",
+            self._path or self.directory,
+            exc,
+        )
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         self.env.close()
 
 
@@ -145,9 +191,12 @@ def read_episode_log(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
     """Every episode `EpisodeLog` logged under `directory` (its last line), ordered by the
     time of its last step.
 
+    A file's last line without its newline is a write that a killed process left torn: it
+    is skipped, with a warning, when it is not a whole record.
+
     Raises:
         FileNotFoundError: `directory` holds no ``episodes-*.jsonl`` file.
-        ValueError: A line is not JSON (the message names the file and line).
+        ValueError: A complete line is not JSON (the message names the file and line).
     """
     files = sorted(Path(directory).glob("episodes-*.jsonl"))
     if not files:
@@ -157,12 +206,17 @@ def read_episode_log(directory: str | os.PathLike[str]) -> list[dict[str, Any]]:
         )
     episodes: dict[str, dict[str, Any]] = {}
     for path in files:
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        lines = path.read_bytes().split(b"\n")
+        # After the last newline: b"" for a file that ends whole, else a torn last line.
+        for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
+                record = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+                if number == len(lines):
+                    logger.warning("%s:%d: skipped a torn last line (%s)", path, number, exc)
+                    continue
                 raise ValueError(f"{path}:{number}: not a JSON line ({exc})") from exc
             episodes[f"{path.name}/{record['episode']}"] = record
     return sorted(episodes.values(), key=lambda record: record["end"])
