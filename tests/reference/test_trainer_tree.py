@@ -10,10 +10,11 @@ import pytest
 torch = pytest.importorskip("torch")
 random_byte_lm = pytest.importorskip("random_byte_lm")
 
+import tree_cases  # noqa: E402
+from tree_cases import EASY, Scored  # noqa: E402
+
 import xpgym  # noqa: E402
 from xpgym.reference.trainer import Trainer, TrainerConfig, train  # noqa: E402
-from xpgym.rollout.collector import RolloutCollector  # noqa: E402
-from xpgym.rollout.policies.hf import HFPolicy  # noqa: E402
 from xpgym.rollout.tree import TreeSpec  # noqa: E402
 from xpgym.training.advantages import (  # noqa: E402
     broadcast_to_tokens,
@@ -25,26 +26,10 @@ from xpgym.training.advantages import (  # noqa: E402
     turn_state_keys,
 )
 
-EASY = "game:GuessTheNumber-v0-easy"
-SPEC = TreeSpec(roots=2, branches=2, max_episodes=6)
-
-
-class Scored(xpgym.core.env.Wrapper):
-    """Reward = the action's first byte / 255: returns differ between episodes."""
-
-    def step(self, action):
-        obs, _, terminated, truncated, info = self.env.step(action)
-        return obs, (action.encode() or b"\0")[0] / 255, terminated, truncated, info
-
 
 @pytest.fixture(scope="module")
 def tree_episodes():
-    policy = HFPolicy(
-        random_byte_lm.tiny_model(0), random_byte_lm.tiny_tokenizer(), max_new_tokens=4, seed=0
-    )
-    with xpgym.make_vec(EASY, 4, wrappers=[Scored]) as vec:
-        collector = RolloutCollector(vec, policy, max_turns=3, record_states=True)
-        return collector.collect_tree(2, SPEC, seed=0)
+    return list(tree_cases.tree_episodes())
 
 
 @pytest.mark.parametrize("layout", ["per_episode", "per_turn"])
