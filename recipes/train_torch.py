@@ -32,7 +32,8 @@ the feedback (binary search scores 1.0; a random guesser about half that: docs/d
 GuessTheNumber at the ``max_number`` a `SuccessRateScheduler` sets (2 up to the env's own,
 the env's turn cap), held near 50% success; pretraining and evaluation stay on ``--env``.
 Every training step logs ``tokens_per_episode`` (`xpgym.rollout.tree.generation_cost`), and
-the summary the RL phase's generated tokens and episodes.
+the summary the RL phase's generated tokens and episodes and its prompt tokens prefilled and
+reused from the KV cache (``rl_prompt_tokens``: a branch reuses its parent's prefix).
 
 ``--env`` takes the GuessTheNumber ids of `TRAINABLE_ENVS` (``-easy`` by default) and refuses
 others: the warm start, the metrics and the reference policies are GuessTheNumber's.
@@ -479,6 +480,7 @@ def main() -> None:
         "episodes_trained": rl_episodes,
         "tokens_generated": rl_tokens,
         "tokens_per_episode": rl_tokens / rl_episodes if rl_episodes else 0.0,
+        "rl_prompt_tokens": asdict(stats) if (stats := collector.policy.cache_stats) else None,
         "initial": {k: initial[k] for k in ("greedy", "sampled")},
         "pretrain_nll": {"first": pretrain_losses[:1], "last": pretrain_losses[-1:]},
         "rl_wall_time_s": round(time.monotonic() - rl_start, 1),
