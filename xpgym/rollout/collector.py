@@ -364,10 +364,12 @@ class RolloutCollector:
         group_size=tree.roots, seed=seed)``). When one of its episodes finishes, it is forked
         with `fork`'s semantics (``tree.branches`` branches per turn that ``tree.rule``
         chooses, while ``tree.allows`` the tree's started episodes and generated tokens), and
-        the branches join the same loop as the running episodes: a branch's first prompt is
-        its parent's prompt of the fork turn, which the HF policy's KV cache still holds from
-        the parent's last call (`xpgym.rollout.policies.hf_cache`), so the shared prefix is
-        not prefilled again. Branches finish and branch in turn.
+        the branches join the same loop as the running episodes. A branch's first prompt is
+        its parent's prompt of the fork turn: when the branch starts in the next generation
+        call (a sub-env is free) the HF policy's KV cache still holds the parent's row, or
+        later a sibling's, and only the prompt's last token is prefilled
+        (`xpgym.rollout.policies.hf_cache`); a branch that waits longer than every relative
+        runs prefills its prompt whole. Branches finish and branch in turn.
 
         Returns:
             Each tree's episodes, roots first, then its branches in the order they were
