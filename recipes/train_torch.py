@@ -22,6 +22,18 @@ the feedback (binary search scores 1.0; a random guesser about half that: docs/d
 
     python recipes/train_torch.py [--time-budget-s 560] [--threads N] [--out-dir DIR]
     python recipes/train_torch.py --device cuda      # on a GPU (parity.curves.gpu_check)
+    python recipes/train_torch.py --rollouts tree --algorithm tree   # tree rollouts
+    python recipes/train_torch.py --curriculum       # a difficulty curriculum (max_number)
+
+``--rollouts tree`` grows each step's episodes as trees (`RolloutCollector.collect_tree`:
+``--tree-roots`` roots, forks of ``--tree-branches`` at the ``--tree-rule`` turns, at most
+``--tree-max-episodes`` per tree) and trains on tree advantages with ``--algorithm tree``
+(``gigpo`` and ``rebn`` take trees too). ``--curriculum`` collects the RL episodes from
+GuessTheNumber at the ``max_number`` a `SuccessRateScheduler` sets (2 up to the env's own,
+the env's turn cap), held near 50% success; pretraining and evaluation stay on ``--env``.
+Every training step logs ``tokens_per_episode`` (`xpgym.rollout.tree.generation_cost`), and
+the summary the RL phase's generated tokens and episodes and its prompt tokens prefilled and
+reused from the KV cache (``rl_prompt_tokens``: a branch reuses its parent's prefix).
 
 ``--env`` takes the GuessTheNumber ids of `TRAINABLE_ENVS` (``-easy`` by default) and refuses
 others: the warm start, the metrics and the reference policies are GuessTheNumber's.
@@ -53,7 +65,9 @@ from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, e
 from xpgym.reference.trainer import Trainer, TrainerConfig
 from xpgym.reference.warm_start import CORPUS_SEED, RandomValidGuesser, number_range, pretrain
 from xpgym.rollout.collector import RolloutCollector
+from xpgym.rollout.curriculum import Knob, KnobLadder, SuccessRateScheduler, make_curriculum_vec
 from xpgym.rollout.policies.hf import HFPolicy
+from xpgym.rollout.tree import BranchRule, TreeSpec, generation_cost
 
 HELD_OUT_SEED = 2_000_003  # evaluation episodes' seeds derive from this; training never uses it
 MAX_NUMBER = 100  # the tokenizer spells each integer 0..MAX_NUMBER as one token
@@ -97,20 +111,78 @@ class Args:
     eval_episodes: int = 200
     eval_every: int = 50
     out_dir: str = "results/train_torch"
+    # tree rollouts: each step grows episodes_per_step // tree_max_episodes trees
+    rollouts: str = "flat"  # "flat" (independent episodes) or "tree"
+    tree_roots: int = 2
+    tree_branches: int = 2
+    tree_rule: str = "entropy"  # "every" or "entropy" (each episode's least certain turn)
+    tree_max_episodes: int = 8
+    # curriculum: RL episodes at the max_number a success-rate scheduler sets
+    curriculum: bool = False
+    curriculum_target: float = 0.5
+    curriculum_window: int = 64
 
 
 def check_args(args: Args) -> None:
-    """Refuse an ``--env`` this demo cannot train (`TRAINABLE_ENVS`), naming the ones it can."""
+    """Refuse an ``--env`` this demo cannot train (`TRAINABLE_ENVS`), naming the ones it can,
+    and tree options that do not fit together."""
     if args.env not in TRAINABLE_ENVS:
         raise SystemExit(
             f"--env {args.env!r}: this demo trains {', '.join(TRAINABLE_ENVS)} only (its warm "
             "start, metrics and reference policies are GuessTheNumber's, with one number "
             "range per env id)"
         )
+    if args.rollouts not in ("flat", "tree"):
+        raise SystemExit(f"--rollouts must be 'flat' or 'tree', got {args.rollouts!r}")
+    if args.rollouts == "flat" and args.algorithm in ("gigpo", "tree"):
+        raise SystemExit(f"--algorithm {args.algorithm} compares episodes: use --rollouts tree")
+    if args.rollouts == "tree" and args.episodes_per_step < args.tree_max_episodes:
+        raise SystemExit(
+            f"--episodes-per-step {args.episodes_per_step} < --tree-max-episodes "
+            f"{args.tree_max_episodes}: a step needs one tree at least"
+        )
+
+
+def tree_spec(args: Args) -> TreeSpec | None:
+    """The trees of ``--rollouts tree`` (None for flat rollouts)."""
+    if args.rollouts != "tree":
+        return None
+    return TreeSpec(
+        roots=args.tree_roots,
+        branches=args.tree_branches,
+        rule=BranchRule(args.tree_rule),  # type: ignore[arg-type]
+        max_episodes=args.tree_max_episodes,
+    )
 
 
 def play(collector: RolloutCollector, episodes: int, seed: int) -> list[Episode]:
     return collector.collect(episodes, seed=seed)
+
+
+def play_step(
+    collector: RolloutCollector, args: Args, tree: TreeSpec | None, seed: int
+) -> list[Episode]:
+    """One RL step's episodes: ``args.episodes_per_step`` independent ones, or as many as
+    ``episodes_per_step // tree.max_episodes`` trees grow."""
+    if tree is None:
+        return play(collector, args.episodes_per_step, seed)
+    assert tree.max_episodes is not None
+    return collector.collect_tree(args.episodes_per_step // tree.max_episodes, tree, seed=seed)
+
+
+def curriculum_for(args: Args) -> SuccessRateScheduler:
+    """GuessTheNumber's ``max_number`` from 2 up to ``--env``'s own, at ``--env``'s turn cap
+    (`KnobLadder`), held near ``--curriculum-target`` success."""
+    env = xpgym.make(args.env)
+    max_turns = int(env.unwrapped.max_turns)
+    env.close()
+    _, high = number_range(args.env)
+    knob = Knob("max_number", 2, high, fixed={"max_turns": max_turns})
+    return SuccessRateScheduler(
+        [KnobLadder("game:GuessTheNumber-v0", knob)],
+        target=args.curriculum_target,
+        window=args.curriculum_window,
+    )
 
 
 def consistent_guesses(
@@ -230,8 +302,10 @@ def build(args: Args) -> tuple[Any, Any, Any, Trainer]:
         seed=args.seed,
     ).to(args.device)
     vec = xpgym.make_vec(args.env, args.num_envs)
+    tree = tree_spec(args)
     config = TrainerConfig(
         algorithm=args.algorithm,
+        group_size=1 if tree is None else tree.roots,
         gamma=args.gamma,
         lr=args.lr,
         temperature=args.temperature,
@@ -329,7 +403,13 @@ def main() -> None:
 
     # The model: a tokenizer over the env's own words and the numbers, and a small decoder.
     tokenizer, model, vec, trainer = build(args)
-    collector = RolloutCollector(vec, make_policy(model, tokenizer, args, args.temperature))
+    # RL episodes: on --env, or on the curriculum's envs; as independent episodes or trees.
+    scheduler = curriculum_for(args) if args.curriculum else None
+    rl_vec = vec if scheduler is None else make_curriculum_vec(scheduler.ladders, args.num_envs)
+    tree = tree_spec(args)
+    collector = RolloutCollector(
+        rl_vec, make_policy(model, tokenizer, args, args.temperature), record_states=bool(tree)
+    )
 
     records: list[dict[str, Any]] = []
     metrics_file = (out_dir / "metrics.jsonl").open("w")
@@ -345,7 +425,7 @@ def main() -> None:
         pretrain_losses = warm_start(model, tokenizer, vec, args, lambda: progress.update())
     eval_start = time.monotonic()
     log(before := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "after pretraining"})
-    rl_start, step = time.monotonic(), 0
+    rl_start, step, rl_tokens, rl_episodes = time.monotonic(), 0, 0, 0
     # RL stops early enough for the final evaluation and the reference policies to fit.
     rl_end = start + args.time_budget_s - 2 * (rl_start - eval_start)
     budget_left = max(0, round(rl_end - rl_start))
@@ -353,12 +433,29 @@ def main() -> None:
     for step in range(1, args.steps + 1):
         # 1. Collect complete episodes with the current policy (token ids + log-probs).
         tick = time.monotonic()
-        episodes = play(collector, args.episodes_per_step, seed=args.seed * 100_003 + step)
+        if scheduler is not None:  # the curriculum's max_number for this step's resets
+            scheduler.apply(rl_vec, step)
+        episodes = play_step(collector, args, tree, seed=args.seed * 100_003 + step)
         rollout_s, tick = time.monotonic() - tick, time.monotonic()
+        cost = generation_cost(episodes)
+        rl_tokens, rl_episodes = rl_tokens + cost.tokens, rl_episodes + cost.episodes
         # 2-4. Per-turn returns, ReBN advantages on every turn's tokens, policy-gradient step.
         metrics = trainer.train_step(episodes)
+        if scheduler is not None:
+            scheduler.observe(episodes)
+            metrics.update(scheduler.metrics())
         timing = {"rollout_s": rollout_s, "update_s": time.monotonic() - tick}
-        log({"kind": "train", "step": step, **summarize(episodes, args.env), **metrics, **timing})
+        spent = {"tokens_per_episode": cost.tokens_per_episode}
+        log(
+            {
+                "kind": "train",
+                "step": step,
+                **summarize(episodes, args.env),
+                **metrics,
+                **timing,
+                **spent,
+            }
+        )
         if step % args.eval_every == 0:
             log(evaluate(model, tokenizer, vec, args, step))
         progress.update(min(budget_left, round(time.monotonic() - rl_start)) - progress.n)
@@ -374,11 +471,16 @@ def main() -> None:
         log(after := evaluate(model, tokenizer, vec, args, step))
     metrics_file.close()
     vec.close()
+    if rl_vec is not vec:
+        rl_vec.close()
 
     summary = {
         "config": asdict(args),
         "steps_trained": step,
-        "episodes_trained": step * args.episodes_per_step,
+        "episodes_trained": rl_episodes,
+        "tokens_generated": rl_tokens,
+        "tokens_per_episode": rl_tokens / rl_episodes if rl_episodes else 0.0,
+        "rl_prompt_tokens": asdict(stats) if (stats := collector.policy.cache_stats) else None,
         "initial": {k: initial[k] for k in ("greedy", "sampled")},
         "pretrain_nll": {"first": pretrain_losses[:1], "last": pretrain_losses[-1:]},
         "rl_wall_time_s": round(time.monotonic() - rl_start, 1),

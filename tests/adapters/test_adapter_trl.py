@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import types
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +44,18 @@ from xpgym.adapters.trl import (  # noqa: E402
     to_rollout_output,
     turn_advantages,
 )
+from xpgym.core.trajectory import Episode  # noqa: E402
 from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus  # noqa: E402
 from xpgym.rollout.runner import EpisodeTask, make_tasks  # noqa: E402
+from xpgym.training.advantages import (  # noqa: E402
+    episode_scores,
+    gigpo,
+    tree_advantages,
+    tree_nodes,
+    turn_rewards,
+    turn_state_keys,
+)
+from xpgym.training.layouts import episode_rows  # noqa: E402
 
 ENV_ID = "game:GuessTheNumber-v0-easy"
 
@@ -223,3 +234,77 @@ def test_reward_function_metrics_reach_grpo_trainers_log() -> None:
         key: [value] for key, value in REWARD_METRICS.items()
     }
     assert not trainer._metrics["eval"]
+
+
+# --------------------------------------------------------------------------------------
+# GiGPO and tree advantages (computed from the episodes, carried in a column)
+# --------------------------------------------------------------------------------------
+
+
+def _on_completions(episodes: Sequence[Episode], per_turn: np.ndarray) -> list[list[float]]:
+    """Each turn's value on its policy tokens of the episode's completion, 0 elsewhere."""
+    rows = episode_rows(episodes)
+    out = []
+    for b in range(len(rows)):
+        start, stop = int(rows.cu_seqlens[b] + rows.prompt_length[b]), int(rows.cu_seqlens[b + 1])
+        turn = rows.turn_index[start:stop]
+        out.append(np.where(turn >= 0, per_turn[b, np.maximum(turn, 0)], 0.0).tolist())
+    return out
+
+
+@pytest.mark.parametrize("algorithm", ["gigpo", "tree"])
+def test_the_turn_advantages_column_holds_the_reference(algorithm: str) -> None:
+    pytest.importorskip("random_byte_lm", reason="needs torch and transformers")
+    from tree_cases import tree_episodes
+
+    tree = list(tree_episodes())
+    rewards, mask = turn_rewards(tree)
+    if algorithm == "gigpo":
+        groups = [e.group_id for e in tree]
+        want = gigpo(rewards, mask, groups, turn_state_keys(tree), gamma=GAMMA, omega=0.5)
+        options = {"omega": 0.5}
+    else:
+        want = tree_advantages(episode_scores(rewards, mask), mask, *tree_nodes(tree))
+        options = {}
+    assert np.abs(want).sum() > 0
+    out = to_rollout_output(tree, advantage=algorithm, gamma=GAMMA, advantage_kwargs=options)
+    for got, expected in zip(out["turn_advantages"], _on_completions(tree, want), strict=True):
+        np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+
+
+def test_trl_scoring_step_trains_on_gigpo_of_the_calls_episodes(
+    trainer: TurnCreditGRPOTrainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import xpgym.adapters.trl as trl_adapter
+
+    played: list[Episode] = []
+
+    def recording(episodes: Sequence[Episode], **kwargs: Any) -> dict[str, Any]:
+        for episode in episodes:  # the tiny model never wins: rewards that differ instead
+            for turn in episode.turns:
+                turn.reward = sum(turn.response_ids or ()) % 7 / 7
+        played.extend(episodes)
+        return to_rollout_output(episodes, **kwargs)
+
+    monkeypatch.setattr(trl_adapter, "to_rollout_output", recording)
+    monkeypatch.setattr(trainer, "turn_advantage", "gigpo")
+    hook = make_rollout_func(max_new_tokens=6, max_turns=3, advantage="gigpo", gamma=GAMMA)
+    monkeypatch.setattr(trainer, "rollout_func", hook)
+    tasks = make_tasks(ENV_ID, 2, seed=3)
+    output = trainer._generate_and_score_completions(
+        [{"prompt": task.to_json()} for task in tasks for _ in range(2)]
+    )
+    rewards, mask = turn_rewards(played)
+    groups = [e.group_id for e in played]
+    want = gigpo(rewards, mask, groups, turn_state_keys(played), gamma=GAMMA)
+    assert np.abs(want).sum() > 0
+    loss_mask = output["completion_mask"] * output["tool_mask"]
+    expected = torch.zeros(loss_mask.shape)
+    for b, row in enumerate(_on_completions(played, want)):
+        expected[b, : len(row)] = torch.tensor(row)
+    torch.testing.assert_close(output["advantages"], expected * loss_mask)
+
+
+def test_the_trl_hook_refuses_tree_advantages() -> None:
+    with pytest.raises(ValueError, match="one completion per prompt"):
+        make_rollout_func(max_new_tokens=4, advantage="tree")

@@ -121,3 +121,36 @@ def test_every_env_the_demo_trains_has_one_number_range_its_tokenizer_spells():
 
 def test_idle_cores_is_a_thread_count_between_one_and_four():
     assert 1 <= _recipe_module().idle_cores() <= 4
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--rollouts", "tree", "--algorithm", "tree"], ["--curriculum", "--curriculum-window", "4"]],
+)
+def test_tree_rollouts_and_the_curriculum_train_and_report_generated_tokens(extra, tmp_path):
+    command = [
+        sys.executable,
+        "recipes/train_torch.py",
+        *("--steps", "2", "--episodes-per-step", "8", "--pretrain-steps", "2"),
+        *("--pretrain-episodes-per-step", "4", "--eval-episodes", "4", "--eval-every", "2"),
+        *("--threads", "1", "--out-dir", str(tmp_path), *extra),
+    ]
+    result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["kind"] == "train"]
+    assert summary["episodes_trained"] == sum(r["num_episodes"] for r in train)
+    assert summary["tokens_generated"] > 0
+    assert all(r["tokens_per_episode"] > 0 for r in train)
+    if "--curriculum" in extra:
+        assert all("curriculum/game:GuessTheNumber-v0/level" in r for r in train)
+    else:  # one tree of at most 8 episodes per step
+        assert all(2 <= r["num_episodes"] <= 8 for r in train)
+
+
+def test_tree_advantages_need_tree_rollouts():
+    recipe = _recipe_module()
+    with pytest.raises(SystemExit, match="--rollouts tree"):
+        recipe.check_args(recipe.Args(algorithm="tree"))
+    recipe.check_args(recipe.Args(algorithm="tree", rollouts="tree"))  # no SystemExit

@@ -160,3 +160,21 @@ def test_generation_kwargs_or_unsupported_processors_decode_uncached(model, toke
     custom.generation_config.no_repeat_ngram_size = 2
     assert not policy(custom, tokenizer, True).kv_cache
     assert policy(custom, tokenizer, False).cache_stats is None
+
+
+@pytest.mark.parametrize("mode", ["sampled", "greedy"])
+def test_prompts_a_cached_row_went_past_reuse_all_but_their_last_token(model, tokenizer, mode):
+    """Fork branches: two prompts that the first row already extends (the row holds the
+    prompt and its response) are decoded from the row's first tokens, with the same tokens
+    and log-probs as uncached ``generate``; only their last token is prefilled."""
+    first = [[random_byte_lm.IM_START_ID, 65, 66, 67, 68], [random_byte_lm.IM_START_ID, 70]]
+    cached_policy = policy(model, tokenizer, True, **SETTINGS[mode])
+    reference = policy(model, tokenizer, False, **SETTINGS[mode])
+    assert_same(converse_once(cached_policy, first), converse_once(reference, first))
+    prefilled = cached_policy.cache_stats.prefilled
+    again = [first[0], first[0]]
+    assert_same(converse_once(cached_policy, again), converse_once(reference, again))
+    stats = cached_policy.cache_stats
+    assert stats.full_prefills == 1
+    assert stats.reused == 2 * (len(first[0]) - 1)
+    assert stats.prefilled - prefilled == 2

@@ -19,7 +19,11 @@ from adapter_cases import GAMMA, episodes  # noqa: E402
 import parity.tokens.core  # noqa: E402
 from xpgym.reference.trainer import ALGORITHMS, Trainer, TrainerConfig  # noqa: E402
 from xpgym.training import advantages  # noqa: E402
-from xpgym.training.advantages import CRITIC_FREE_ALGORITHMS, turn_rewards  # noqa: E402
+from xpgym.training.advantages import (  # noqa: E402
+    ADVANTAGE_ALGORITHMS,
+    CRITIC_FREE_ALGORITHMS,
+    turn_rewards,
+)
 
 PLANTED = 7.0
 
@@ -58,7 +62,7 @@ def test_a_change_planted_in_the_dispatch_reaches_the_trainer_and_parity(algorit
 
 
 def test_the_reference_trainer_trains_the_critic_free_algorithms_and_ppo():
-    assert (*CRITIC_FREE_ALGORITHMS, "ppo") == ALGORITHMS
+    assert (*ADVANTAGE_ALGORITHMS, "ppo") == ALGORITHMS
 
 
 def test_parity_holds_trainers_against_every_critic_free_algorithm():

@@ -202,6 +202,30 @@ def test_each_reward_sits_on_its_turns_last_policy_token(episodes: list[Episode]
         assert not rows.token_rewards[b, off_policy].any()
 
 
+@pytest.mark.parametrize("layout", ["per_episode", "per_turn"])
+@given(episodes=token_batches())
+def test_turn_values_sit_on_each_turns_last_policy_token(
+    layout: Any, episodes: list[Episode]
+) -> None:
+    horizon = max((len(e.turns) for e in episodes), default=0)
+    values = np.arange(1, len(episodes) * horizon + 1, dtype=np.float64)
+    values = values.reshape(len(episodes), horizon)
+    rows = build_rows(episodes, layout).with_turn_values(values).pad(pad_token_id=PAD)
+    for b in range(len(rows)):
+        e = int(rows.episode_index[b])
+        for t in set(rows.turn_index[b][rows.turn_index[b] >= 0].tolist()):
+            policy = np.flatnonzero(rows.turn_index[b] == t)
+            assert rows.token_rewards[b, policy[-1]] == np.float32(values[e, t])
+            assert not rows.token_rewards[b, policy[:-1]].any()
+        assert not rows.token_rewards[b, rows.turn_index[b] < 0].any()
+
+
+def test_turn_values_need_a_value_for_every_turn() -> None:
+    rows = episode_rows(episodes())
+    with pytest.raises(ValueError, match=r"values must be \[N, T\]"):
+        rows.with_turn_values(np.zeros((len(episodes()), 1)))
+
+
 @given(token_batches())
 def test_turn_index_is_minus_one_exactly_off_policy_tokens(episodes: list[Episode]) -> None:
     for rows in (

@@ -15,8 +15,9 @@ Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)``, an experimental TR
 3. **Per-turn credit** `TurnCreditGRPOTrainer`: TRL's group advantage is one scalar per
    completion; this subclass replaces it with per-token REINFORCE or ReBN advantages from
    the per-turn rewards (`turn_advantages`, equal to `xpgym.training.advantages` to 1e-6),
-   through TRL's documented subclass point: ``_compute_loss`` accepts ``(B, T)``
-   advantages.
+   or with GiGPO advantages the hook computed from the episodes
+   (``make_rollout_func(advantage="gigpo")``: the ``turn_advantages`` column), through
+   TRL's documented subclass point: ``_compute_loss`` accepts ``(B, T)`` advantages.
 
 Rollout output (``B`` completions; lists of Python lists, one per completion)
 ---------------------------------------------------------------------------
@@ -86,8 +87,11 @@ from xpgym.rollout.runner import (  # noqa: E402
     task_env_pool,
 )
 from xpgym.training.advantages import (  # noqa: E402
+    STEP_ALGORITHMS,
     TOKEN_ESTIMATORS,
+    StepAlgorithm,
     TokenEstimator,
+    episode_advantages,
     infra_filled_scores,
     token_advantages,
 )
@@ -115,17 +119,29 @@ RolloutFunc = Callable[[list[str], GRPOTrainer], dict[str, Any]]
 # --------------------------------------------------------------------------------------
 
 
-def to_rollout_output(episodes: Sequence[Episode]) -> dict[str, Any]:
+def to_rollout_output(
+    episodes: Sequence[Episode],
+    *,
+    advantage: StepAlgorithm | None = None,
+    gamma: float = 1.0,
+    advantage_kwargs: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """The ``rollout_func`` output for `episodes`, one completion each (module docstring).
 
     Args:
         episodes: Token-exact episodes (`xpgym.training.layouts.episode_rows` raises
             `xpgym.training.layouts.PrefixMismatchError` otherwise: TRL has one prompt and one
             completion per sample, so an episode cannot be split).
+        advantage: ``"gigpo"`` or ``"tree"``: add the ``turn_advantages`` column, each
+            turn's advantage (`xpgym.training.advantages.episode_advantages` of `episodes`
+            with `gamma` and `advantage_kwargs`) on its policy tokens, 0 on env tokens, for
+            `TurnCreditGRPOTrainer`. None: no such column.
+        gamma, advantage_kwargs: The estimator's discount and options (e.g. ``omega``).
 
     Returns:
         A dict with ``prompt_ids``, ``completion_ids``, ``env_mask``, ``logprobs``,
-        ``token_rewards``, ``episode_reward`` and ``infra_error``, in episode order.
+        ``token_rewards``, ``episode_reward`` and ``infra_error`` (and ``turn_advantages``),
+        in episode order.
     """
     rows = episode_rows(episodes)
     # One C-level tolist per field, then list slices per row (TRL takes Python lists).
@@ -152,6 +168,19 @@ def to_rollout_output(episodes: Sequence[Episode]) -> dict[str, Any]:
             logprobs.append(flat_logprobs[split:stop])
     out["logprobs"] = logprobs
     out["infra_error"] = rows.infra_error.tolist()
+    if advantage is not None:
+        values = episode_advantages(
+            advantage, episodes, gamma=gamma, **dict(advantage_kwargs or {})
+        )
+        episode_of_token = np.repeat(rows.episode_index, rows.lengths)
+        on_tokens = np.where(
+            rows.turn_index >= 0,
+            values[episode_of_token, np.maximum(rows.turn_index, 0)],
+            0.0,
+        ).tolist()
+        out["turn_advantages"] = [
+            on_tokens[bounds[b] + prompt_lengths[b] : bounds[b + 1]] for b in range(len(rows))
+        ]
     return out
 
 
@@ -205,6 +234,9 @@ def make_rollout_func(
     curriculum: SuccessRateScheduler | None = None,
     system_prompt: str | None = None,
     seed: int = 0,
+    advantage: StepAlgorithm | None = None,
+    gamma: float = 1.0,
+    advantage_kwargs: Mapping[str, Any] | None = None,
 ) -> RolloutFunc:
     """A TRL ``rollout_func`` that plays one xpgym episode per prompt with the trainer's model.
 
@@ -232,10 +264,24 @@ def make_rollout_func(
         system_prompt: Prepended as a system message (see `run_episode`).
         seed: Base of the sampling seeds: generation batch ``k`` on process ``p`` samples
             with seeds derived from ``(seed, k, p)``.
+        advantage, gamma, advantage_kwargs: ``"gigpo"``: each call's output gets the
+            ``turn_advantages`` column (`to_rollout_output`), GiGPO over the call's episodes
+            (the process's generation batch; its groups are the repeats of a task) for
+            ``TurnCreditGRPOTrainer(turn_advantage="gigpo")``. ``"tree"`` is refused: TRL
+            takes one completion per prompt, so the hook cannot grow trees.
 
     Returns:
         ``rollout_func(prompts, trainer) -> dict`` (`to_rollout_output` of the episodes).
+
+    Raises:
+        ValueError: ``advantage="tree"``.
     """
+    if advantage == "tree":
+        raise ValueError(
+            "TRL's rollout_func returns one completion per prompt, so it cannot grow trees "
+            "of forked episodes; use advantage='gigpo' (tree advantages: the reference "
+            "trainer or verl's to_data_proto on RolloutCollector.collect_tree episodes)"
+        )
     wrap = None if horizon is None else lambda env: HorizonSchedule(env, horizon)
     pool = task_env_pool(wrap) if curriculum is None else curriculum_task_pool(curriculum, wrap)
 
@@ -292,7 +338,9 @@ def make_rollout_func(
         if curriculum is not None and was_training:
             curriculum.observe(episodes)
             _log_metrics(trainer, curriculum.metrics(), training=True)
-        return to_rollout_output(episodes)
+        return to_rollout_output(
+            episodes, advantage=advantage, gamma=gamma, advantage_kwargs=advantage_kwargs
+        )
 
     return rollout_func
 
@@ -331,17 +379,19 @@ def turn_advantages(
 
 
 class TurnCreditGRPOTrainer(GRPOTrainer):
-    """``GRPOTrainer`` that trains with per-turn REINFORCE or ReBN advantages.
+    """``GRPOTrainer`` that trains with per-turn REINFORCE, ReBN or GiGPO advantages.
 
     TRL computes its group advantage as usual (and logs it); this subclass then replaces
     ``advantages`` of each generation batch by `turn_advantages` of the ``token_rewards``
-    column that xpgym's `make_rollout_func` returns. ReBN's statistics are over the
+    column that xpgym's `make_rollout_func` returns, or (``"gigpo"``, ``"tree"``) by its
+    ``turn_advantages`` column (``make_rollout_func(advantage=...)``, computed from the
+    episodes), masked by TRL's loss mask. ReBN's and GiGPO's statistics are over the
     process's generation batch. Everything else (loss, clipping, KL, optimizer) is TRL's.
 
     Args:
         *args, **kwargs: ``GRPOTrainer``'s (``rollout_func`` must be xpgym's).
-        turn_advantage: ``"rebn"`` or ``"reinforce"``.
-        gamma: Discount per turn, in ``[0, 1]``.
+        turn_advantage: ``"rebn"``, ``"reinforce"``, ``"gigpo"`` or ``"tree"``.
+        gamma: Discount per turn, in ``[0, 1]`` (rebn, reinforce; gigpo's is the hook's).
 
     Raises:
         ValueError: an unknown estimator, or ``mask_truncated_completions=True`` (it masks
@@ -350,12 +400,15 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(
-        self, *args: Any, turn_advantage: TokenEstimator = "rebn", gamma: float = 1.0, **kwargs: Any
+        self,
+        *args: Any,
+        turn_advantage: TokenEstimator | StepAlgorithm = "rebn",
+        gamma: float = 1.0,
+        **kwargs: Any,
     ) -> None:
-        if turn_advantage not in TOKEN_ESTIMATORS:
-            raise ValueError(
-                f"turn_advantage must be one of {TOKEN_ESTIMATORS}, got {turn_advantage!r}"
-            )
+        choices = (*TOKEN_ESTIMATORS, *STEP_ALGORITHMS)
+        if turn_advantage not in choices:
+            raise ValueError(f"turn_advantage must be one of {choices}, got {turn_advantage!r}")
         super().__init__(*args, **kwargs)
         # self.args is TRL's GRPOConfig, typed as its base TrainingArguments
         if self.args.mask_truncated_completions:  # type: ignore[attr-defined]
@@ -363,24 +416,44 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
                 "TurnCreditGRPOTrainer needs mask_truncated_completions=False (per-turn "
                 "advantages are placed before TRL masks truncated completions)"
             )
-        self.turn_advantage: TokenEstimator = turn_advantage
+        self.turn_advantage: TokenEstimator | StepAlgorithm = turn_advantage
         self.gamma = float(gamma)
 
     def _generate_and_score_completions(self, inputs: list[dict[str, Any]]) -> dict[str, Any]:
         output = super()._generate_and_score_completions(inputs)
-        missing = [i for i, example in enumerate(inputs) if "token_rewards" not in example]
+        column = "turn_advantages" if self.turn_advantage in STEP_ALGORITHMS else "token_rewards"
+        missing = [i for i, example in enumerate(inputs) if column not in example]
         if missing:
+            hook = "make_rollout_func" + (
+                f"(advantage={self.turn_advantage!r})" if column == "turn_advantages" else ""
+            )
             raise ValueError(
-                f"example {missing[0]} has no 'token_rewards' column: TurnCreditGRPOTrainer "
-                "needs xpgym's rollout_func (xpgym.adapters.trl.make_rollout_func)"
+                f"example {missing[0]} has no {column!r} column: TurnCreditGRPOTrainer("
+                f"turn_advantage={self.turn_advantage!r}) needs xpgym's rollout_func "
+                f"(xpgym.adapters.trl.{hook})"
             )
         loss_mask = output["completion_mask"]
         if "tool_mask" in output:
             loss_mask = loss_mask * output["tool_mask"]
-        output["advantages"] = turn_advantages(
-            [example["token_rewards"] for example in inputs],
-            loss_mask,
-            estimator=self.turn_advantage,
-            gamma=self.gamma,
-        )
+        rows = [example[column] for example in inputs]
+        if self.turn_advantage in STEP_ALGORITHMS:
+            output["advantages"] = _padded(rows, loss_mask)
+        else:
+            output["advantages"] = turn_advantages(
+                rows,
+                loss_mask,
+                estimator=cast(TokenEstimator, self.turn_advantage),
+                gamma=self.gamma,
+            )
         return output
+
+
+def _padded(rows: Sequence[Sequence[float]], loss_mask: torch.Tensor) -> torch.Tensor:
+    """``[B, C]`` float32: row ``b``'s values from column 0 on (right padding), 0 where
+    `loss_mask` is 0."""
+    out = torch.zeros(loss_mask.shape, dtype=torch.float32)
+    for b, row in enumerate(rows):
+        width = min(len(row), out.shape[1])
+        out[b, :width] = torch.tensor(row[:width], dtype=torch.float32)
+    out = out.to(loss_mask.device)
+    return torch.where(loss_mask.bool(), out, 0.0)

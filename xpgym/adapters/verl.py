@@ -13,10 +13,11 @@ Four parts:
    plays one xpgym episode per dataset row through verl's token-in/token-out
    ``server_manager.generate``, and returns one output (``layout="per_episode"``) or a list
    of outputs, one per turn (``"per_turn"``; V1 stores each as its own row).
-3. **Estimators** ``xpgym_reinforce`` and ``xpgym_rebn``, registered with
-   ``core_algos.register_adv_est`` when this module is imported (`register_estimators`):
+3. **Estimators** ``xpgym_reinforce``, ``xpgym_rebn`` and ``xpgym_turn_values``, registered
+   with ``core_algos.register_adv_est`` when this module is imported (`register_estimators`):
    per-turn REINFORCE returns and ReBN of `xpgym.training.advantages`, computed from verl's
-   ``token_level_rewards`` and ``response_mask`` (turns = runs of the mask); and
+   ``token_level_rewards`` and ``response_mask`` (turns = runs of the mask); per-turn
+   advantages computed from the episodes (GiGPO, tree; below); and
    ``xpgym_grpo``/``xpgym_rloo``, verl's own with infra-error rows set apart. verl runs
    estimators in its TaskRunner process: import this module there (`ppo_overrides` sets
    Ray's ``worker_process_setup_hook`` to `register_estimators`).
@@ -72,6 +73,15 @@ output's ``extra_fields["xpgym_metrics"]`` holds its episode's (``{}`` when none
 extra fields per sample, in the rollout data it dumps, and does not average them itself),
 and ``extra_fields["infra_error"]`` names the cause kind (``None`` when ok) for verl's logs.
 
+Step-level and tree advantages (``gigpo``, ``tree``): verl hands an estimator only
+``token_level_rewards``, ``response_mask`` and ``uid`` (its V1 trainer reads no other field
+for advantages), so GiGPO's anchor states and a tree's nodes cannot reach one. They are
+computed from the episodes instead (`to_data_proto(..., advantage="gigpo" | "tree")`, which
+puts each turn's advantage on its last policy token in ``rm_scores``) and read back per turn
+by ``algorithm.adv_estimator=xpgym_turn_values``; verl's reward logs then show advantages.
+`XpgymAgentLoop` plays each episode alone, so its batches cannot use them: they are for
+episodes xpgym collected as groups or trees (`RolloutCollector.collect_tree`).
+
 Differences from the reference trainer that change curves (advantages, loss aggregation,
 KL, clipping, budgets) are listed in one place: docs/trainers.md, section "verl".
 """
@@ -122,6 +132,8 @@ from xpgym.rollout.runner import (  # noqa: E402
 )
 from xpgym.training.advantages import (  # noqa: E402
     CriticFreeAlgorithm,
+    StepAlgorithm,
+    episode_advantages,
     row_returns,
     token_advantages,
 )
@@ -163,6 +175,8 @@ def to_data_proto(
     max_response_length: int | None = None,
     truncate: bool = False,
     pad_to_max_length: bool = False,
+    advantage: StepAlgorithm | None = None,
+    advantage_kwargs: Mapping[str, Any] | None = None,
 ) -> DataProto:
     """The ``DataProto`` verl's agent-loop rollout would give for `episodes`.
 
@@ -178,11 +192,24 @@ def to_data_proto(
             policy token, as in `PackedRows.split`).
         pad_to_max_length: Pad to those lengths (verl's fixed shapes) instead of the
             longest row.
+        advantage: ``"gigpo"`` or ``"tree"``: ``rm_scores`` holds each turn's advantage
+            (`xpgym.training.advantages.episode_advantages` of `episodes`, with `gamma` and
+            `advantage_kwargs`) on its last policy token instead of a reward or return, for
+            the estimator ``xpgym_turn_values`` (module docstring, "Step-level and tree
+            advantages"). None: rewards as above.
+        advantage_kwargs: Options of the estimator (e.g. gigpo's ``omega``).
 
     Returns:
         A ``DataProto`` with the keys of the module docstring's table.
     """
-    rows = _rows(episodes, layout=layout, gamma=gamma).split(
+    if advantage is None:
+        packed = _rows(episodes, layout=layout, gamma=gamma)
+    else:
+        values = episode_advantages(
+            advantage, episodes, gamma=gamma, **dict(advantage_kwargs or {})
+        )
+        packed = build_rows(episodes, layout).with_turn_values(values)
+    rows = packed.split(
         pad_token_id=pad_token_id,
         max_prompt_length=max_prompt_length,
         max_response_length=max_response_length,
@@ -337,11 +364,36 @@ def xpgym_rloo(
     )
 
 
+def xpgym_turn_values(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    config: Any = None,
+    **kwargs: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl estimator ``xpgym_turn_values``: each turn's value, read off its last policy
+    token, on all of the turn's tokens: ``A_t = token_level_rewards[last token of t]``.
+
+    For batches whose ``rm_scores`` already hold per-turn advantages computed from the
+    episodes (`to_data_proto` with ``advantage="gigpo"`` or ``"tree"``): per-turn
+    REINFORCE with ``gamma = 0`` (`xpgym.training.advantages.token_advantages`), whatever
+    ``algorithm.gamma`` says (the advantages were discounted where they were computed).
+    ``returns`` equal the advantages. Arguments as `xpgym_reinforce`.
+    """
+    values = token_advantages(
+        token_level_rewards.detach().cpu().numpy(),
+        response_mask.detach().cpu().numpy(),
+        estimator="reinforce",
+        gamma=0.0,
+    )
+    return _as_tensors(values, values, token_level_rewards)
+
+
 ESTIMATORS = {
     "xpgym_reinforce": xpgym_reinforce,
     "xpgym_rebn": xpgym_rebn,
     "xpgym_grpo": xpgym_grpo,
     "xpgym_rloo": xpgym_rloo,
+    "xpgym_turn_values": xpgym_turn_values,
 }
 """verl ``algorithm.adv_estimator`` names this module registers."""
 

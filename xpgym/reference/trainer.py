@@ -24,8 +24,9 @@ One training step
 3. **Old log-probs, values, reference log-probs**: one forward pass without gradients
    (`Trainer._no_grad_pass`); the sampler's log-probs where the config asks for them
    (`Trainer._sampler_logprobs`).
-4. **Advantages per turn** (``[N, T]``, `xpgym.training.advantages`: `turn_advantages` by
-   algorithm name; PPO: `Trainer._turn_gae`), then copied to the policy tokens of each turn
+4. **Advantages per turn** (``[N, T]``, `xpgym.training.advantages`: `episode_advantages`,
+   `turn_advantages` by algorithm name with the ids read from the episodes; PPO:
+   `Trainer._turn_gae`), then copied to the policy tokens of each turn
    (`broadcast_to_tokens`):
 
    ============  ===========================================================================
@@ -34,6 +35,10 @@ One training step
    grpo          ``A = (s - mean_g) / (std_g + eps)``, s = episode score, to every turn (`grpo`)
    dr_grpo       ``A = s - mean_g`` (`dr_grpo`)
    rloo          ``A = s - mean of the other members of the group`` (`rloo`)
+   gigpo         ``A_t = A^E + omega * A^S_t``: GRPO of the episode plus GRPO of the turn's
+                 discounted return among the group's turns on the same state (`gigpo`)
+   tree          ``A_t = V(node_t) - V(node_{t-1})``, V = mean score through a node of a
+                 tree of forked episodes (`tree_advantages`; collect with `train(tree=...)`)
    ppo           turn-level GAE with a value head (`turn_gae`, below)
    ============  ===========================================================================
 
@@ -118,11 +123,11 @@ from xpgym.reference.losses import (
 from xpgym.rollout.curriculum import Scheduler, fill_groups
 from xpgym.training.advantages import (
     GROUP_ALGORITHMS,
-    CriticFreeAlgorithm,
+    AdvantageAlgorithm,
     broadcast_to_tokens,
+    episode_advantages,
     episode_scores,
     episode_terminated,
-    turn_advantages,
     turn_gae,
     turn_rewards,
 )
@@ -131,6 +136,7 @@ from xpgym.training.layouts import LAYOUTS, Layout, PaddedRows, episode_rows, tu
 if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv
     from xpgym.rollout.collector import RolloutCollector
+    from xpgym.rollout.tree import TreeSpec
 
 __all__ = [
     "ALGORITHMS",
@@ -146,9 +152,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Algorithm = Literal[CriticFreeAlgorithm, "ppo"]
-"""The critic-free algorithms of `xpgym.training.advantages.turn_advantages`, and PPO (a value
-head and turn-level GAE, here)."""
+Algorithm = Literal[AdvantageAlgorithm, "ppo"]
+"""The critic-free algorithms of `xpgym.training.advantages.turn_advantages` (GiGPO and tree
+advantages included), and PPO (a value head and turn-level GAE, here)."""
 OldLogprobs = Literal["recompute", "rollout", "detach"]
 
 ALGORITHMS: tuple[Algorithm, ...] = get_args(Algorithm)
@@ -169,21 +175,23 @@ class TrainerConfig:
     """Every option of the reference trainer; invalid values raise `ValueError` at creation.
 
     Advantages:
-        algorithm: ``"reinforce"``, ``"rebn"``, ``"grpo"``, ``"dr_grpo"``, ``"rloo"`` or
-            ``"ppo"`` (module docstring).
+        algorithm: ``"reinforce"``, ``"rebn"``, ``"grpo"``, ``"dr_grpo"``, ``"rloo"``,
+            ``"gigpo"``, ``"tree"`` or ``"ppo"`` (module docstring).
         layout: ``"per_episode"`` (one row per episode, env/tool tokens masked out) or
             ``"per_turn"`` (one row per turn, history in its prompt). Both train on the
             same tokens in the same context; they differ in what "a sequence" is for the
             seq-mean loss modes and in compute.
-        gamma: Discount per turn (reinforce, rebn, ppo).
+        gamma: Discount per turn (reinforce, rebn, gigpo, ppo).
         lam: GAE lambda (ppo).
-        advantage_kwargs: Extra keyword arguments for `rebn`, `grpo`, `dr_grpo` or `rloo`,
-            passed through `turn_advantages` (e.g. ``{"std": "unbiased", "eps": 1e-6}`` to
-            reproduce a trainer's convention); must be empty for reinforce and ppo.
+        advantage_kwargs: Extra keyword arguments for `rebn`, `grpo`, `dr_grpo`, `rloo` or
+            `gigpo`, passed through `turn_advantages` (e.g. ``{"std": "unbiased", "eps":
+            1e-6}`` to reproduce a trainer's convention, ``{"omega": 0.5}``); must be empty
+            for reinforce, tree and ppo.
 
     Rollout (read by `train`; `temperature` also by the learner):
         num_episodes: Episodes collected per step (a multiple of `group_size`).
-        group_size: Episodes per start state; at least 2 for the GRPO family.
+        group_size: Episodes per start state (a tree's roots with `train(tree=...)`); at
+            least 2 for the GRPO family and gigpo.
         max_turns: Turn limit given to the collector (``None``: the env's own).
         max_new_tokens: Per-turn generation budget.
         temperature: Sampling temperature (> 0). The learner divides the logits by it, so it
@@ -301,15 +309,17 @@ class TrainerConfig:
                 f"num_episodes ({self.num_episodes}) must be a multiple of group_size "
                 f"({self.group_size})"
             )
-        if self.algorithm in GROUP_ALGORITHMS and self.group_size < 2:
+        if (
+            self.algorithm in GROUP_ALGORITHMS or self.algorithm == "gigpo"
+        ) and self.group_size < 2:
             raise ValueError(
                 f"algorithm {self.algorithm!r} compares episodes that start from the same "
                 f"state, so it needs group_size >= 2, got {self.group_size}"
             )
-        if self.advantage_kwargs and self.algorithm in ("reinforce", "ppo"):
+        if self.advantage_kwargs and self.algorithm in ("reinforce", "tree", "ppo"):
             raise ValueError(
-                f"advantage_kwargs {self.advantage_kwargs!r} is for rebn, grpo, dr_grpo and "
-                f"rloo; algorithm {self.algorithm!r} takes none (use gamma and lam)"
+                f"advantage_kwargs {self.advantage_kwargs!r} is for rebn, grpo, dr_grpo, "
+                f"rloo and gigpo; algorithm {self.algorithm!r} takes none (use gamma and lam)"
             )
         if self.old_logprobs == "detach" and (self.ppo_epochs, self.num_minibatches) != (1, 1):
             raise ValueError(
@@ -506,13 +516,8 @@ class Trainer:
             target = turn_returns[starts.episode, starts.turn]
             returns[starts.at] = torch.as_tensor(target, dtype=torch.float32, device=device)
         else:  # the critic-free algorithms: one dispatch by name (module docstring's table)
-            advantages = turn_advantages(
-                cfg.algorithm,
-                rewards,
-                turn_mask,
-                gamma=cfg.gamma,
-                group_ids=[episode.group_id for episode in episodes],
-                **cfg.advantage_kwargs,
+            advantages = episode_advantages(
+                cfg.algorithm, episodes, gamma=cfg.gamma, **cfg.advantage_kwargs
             )
 
         # Per-turn values to tokens: A of turn t on every policy token of turn t.
@@ -858,6 +863,7 @@ def train(
     advantage_fn: AdvantageFn | None = None,
     schedulers: Sequence[Scheduler] = (),
     max_extra_draws: int | None = None,
+    tree: TreeSpec | None = None,
 ) -> list[dict[str, float]]:
     """Train `model` on `vec_env` for `num_steps` steps: collect, advantages, update, log.
 
@@ -886,6 +892,12 @@ def train(
             reset seeds derived from ``(config.seed, step, d)``); the step trains on the
             groups kept and logs ``filter/*`` counts. A step that keeps no group skips the
             update (``update_skipped = 1``). `None`: no filtering.
+        tree: Tree rollouts (`xpgym.rollout.tree`): each step grows ``config.num_episodes //
+            config.group_size`` trees of ``tree.roots == config.group_size`` roots
+            (`RolloutCollector.collect_tree`, the collector recording states) instead of
+            flat groups, so a step trains on as many episodes as the trees grew; the step
+            logs ``tree/episodes`` and ``tree/tokens_per_episode`` (`generation_cost`).
+            Not with `max_extra_draws` (a tree's groups hang together).
 
     Returns:
         The metrics of each step (`Trainer.train_step`), plus ``rollout_s`` (seconds
@@ -894,8 +906,16 @@ def train(
     """
     from xpgym.rollout.collector import RolloutCollector
     from xpgym.rollout.policies.hf import HFPolicy
+    from xpgym.rollout.tree import generation_cost
 
     cfg = config
+    if tree is not None and tree.roots != cfg.group_size:
+        raise ValueError(
+            f"tree.roots ({tree.roots}) must equal config.group_size ({cfg.group_size}): a "
+            "tree's roots are the group its step starts from"
+        )
+    if tree is not None and max_extra_draws is not None:
+        raise ValueError("tree rollouts do not combine with max_extra_draws (group filtering)")
     policy = HFPolicy(
         model,
         tokenizer,
@@ -906,7 +926,10 @@ def train(
         seed=cfg.seed,
     )
     collector = RolloutCollector(
-        vec_env, policy, max_turns=cfg.max_turns, **dict(collector_kwargs or {})
+        vec_env,
+        policy,
+        max_turns=cfg.max_turns,
+        **{**dict(collector_kwargs or {}), **({"record_states": True} if tree else {})},
     )
     trainer = Trainer(
         model,
@@ -923,7 +946,7 @@ def train(
         for scheduler in schedulers:
             scheduler.apply(vec_env, step)
         drawn: list[Episode] = []
-        draw = functools.partial(_collect_groups, collector, cfg, step, drawn)
+        draw = functools.partial(_collect_groups, collector, cfg, tree, step, drawn)
         num_groups = cfg.num_episodes // cfg.group_size
         fill = None
         if max_extra_draws is None:
@@ -942,6 +965,10 @@ def train(
             metrics.update(scheduler.metrics())
         if fill is not None:
             metrics.update(fill.metrics())
+        if tree is not None:
+            cost = generation_cost(episodes)
+            metrics["tree/episodes"] = float(cost.episodes)
+            metrics["tree/tokens_per_episode"] = cost.tokens_per_episode
         # Log.
         history.append(metrics)
         if episodes:
@@ -1022,15 +1049,20 @@ def _trainable(episodes: Sequence[Episode]) -> list[Episode]:
 def _collect_groups(
     collector: RolloutCollector,
     cfg: TrainerConfig,
+    tree: TreeSpec | None,
     step: int,
     drawn: list[Episode],
     num_groups: int,
     index: int,
 ) -> list[Episode]:
     """Draw `index` of step `step` (`fill_groups`' ``draw``): `num_groups` groups of
-    ``cfg.group_size``, also appended to `drawn`; draw 0 uses the step's seed."""
+    ``cfg.group_size`` (or trees grown from them), also appended to `drawn`; draw 0 uses
+    the step's seed."""
     seed = _step_seed(cfg.seed, step, *([index] if index else []))
-    batch = collector.collect(num_groups * cfg.group_size, group_size=cfg.group_size, seed=seed)
+    if tree is not None:
+        batch = collector.collect_tree(num_groups, tree, seed=seed)
+    else:
+        batch = collector.collect(num_groups * cfg.group_size, group_size=cfg.group_size, seed=seed)
     drawn.extend(batch)
     return batch
 

@@ -100,6 +100,13 @@ Forking (``record_states=True``)
     parent's actions, a branch is the parent again. A `collect` call replaces the kept
     fork points (a `fork` adds its branches'); without ``record_states`` nothing is kept
     and the output is as before.
+
+Trees (``collect_tree``)
+    Each group grows as a tree (`xpgym.rollout.tree`): an episode that finishes is forked,
+    as by `fork`, at the turns a `BranchRule` chooses while the tree's budget lasts, and the
+    branches are queued in the same loop, so they start at the next free sub-env next to the
+    episodes still running (and, with the HF policy, continue the KV cache rows of their
+    parent or siblings instead of prefilling the shared prefix).
 """
 
 from __future__ import annotations
@@ -127,6 +134,7 @@ from xpgym.rollout.policies import (
     PolicyError,
 )
 from xpgym.rollout.recorder import EpisodeRecorder, TurnLimit
+from xpgym.rollout.tree import TreeSpec, generated_tokens
 
 __all__ = ["PromptMode", "RolloutCollector", "collect_episodes"]
 
@@ -181,6 +189,7 @@ class _Group:
     snapshot: Any = None
     remaining: int = 0  # members not started yet
     branching: _Branching | None = None  # a group of fork branches: every member restores
+    tree: int = 0  # the tree it belongs to, in a `collect_tree`
 
 
 @dataclass
@@ -312,22 +321,7 @@ class RolloutCollector:
                 f"num_episodes ({num_episodes}) must be a multiple of group_size ({group_size})"
             )
         self._prepare()
-        self._fork_points = {}
-        num_groups = num_episodes // group_size
-        seeds: list[int | None] = (
-            list(derive_seeds(seed, num_groups)) if seed is not None else [None] * num_groups
-        )
-        tag = str(seed) if seed is not None else secrets.token_hex(4)
-        state = _Collection(
-            groups=[_Group(s, f"{tag}-{g}", remaining=group_size) for g, s in enumerate(seeds)],
-            queue=deque(
-                _Work(g * group_size + m, g, m)
-                for g in range(num_groups)
-                for m in range(group_size)
-            ),
-            results=[None] * num_episodes,
-            free=list(range(self.vec_env.num_envs)),
-        )
+        state = self._new_collection(num_episodes, group_size, seed)
         return self._run(state, group_size)
 
     def fork(self, episode: Episode, turn: int, k: int) -> list[Episode]:
@@ -353,9 +347,71 @@ class RolloutCollector:
                 no fork points here (not collected by this collector's last `collect`).
             PolicyError, SubEnvError: as `collect`.
         """
+        self._prepare()
+        state = _Collection(
+            groups=[], queue=deque(), results=[], free=list(range(self.vec_env.num_envs))
+        )
+        self._add_fork(state, episode, turn, k)
+        return self._run(state, k)
+
+    def collect_tree(
+        self, num_trees: int, tree: TreeSpec, *, seed: int | None = None
+    ) -> list[Episode]:
+        """Grow `num_trees` trees of episodes (`xpgym.rollout.tree`); return them tree by tree.
+
+        Tree ``g`` starts as `collect`'s group ``g`` of ``tree.roots`` episodes (the same
+        seed, ``group_id`` and start state as ``collect(num_trees * tree.roots,
+        group_size=tree.roots, seed=seed)``). When one of its episodes finishes, it is forked
+        with `fork`'s semantics (``tree.branches`` branches per turn that ``tree.rule``
+        chooses, while ``tree.allows`` the tree's started episodes and generated tokens), and
+        the branches join the same loop as the running episodes. A branch's first prompt is
+        its parent's prompt of the fork turn: when the branch starts in the next generation
+        call (a sub-env is free) the HF policy's KV cache still holds the parent's row, or
+        later a sibling's, and only the prompt's last token is prefilled
+        (`xpgym.rollout.policies.hf_cache`); a branch that waits longer than every relative
+        runs prefills its prompt whole. Branches finish and branch in turn.
+
+        Returns:
+            Each tree's episodes, roots first, then its branches in the order they were
+            forked; a tree is contiguous and the trees come in order. Every episode has an
+            ``episode_id``; branches have ``parent_id``/``parent_turn`` (`tree_nodes` lays
+            them out for `tree_advantages`). With the same seed and a policy whose answers
+            depend only on its calls, the same trees come back.
+
+        Raises:
+            ValueError: the collector does not record states, a sub-env cannot fork, or a bad
+                `num_trees`. PolicyError, SubEnvError: as `collect`.
+        """
+        if isinstance(num_trees, bool) or not isinstance(num_trees, int) or num_trees < 0:
+            raise ValueError(f"num_trees must be a non-negative int, got {num_trees!r}")
+        self._prepare()
+        if not self.record_states:
+            raise ValueError(
+                "collect_tree forks episodes: make the collector with record_states=True"
+            )
+        assert self._forkable is not None
+        assert self._kinds is not None
+        cannot = sorted({k for k, ok in zip(self._kinds, self._forkable, strict=True) if not ok})
+        if cannot:
+            raise ValueError(f"collect_tree needs envs that can fork; {cannot} cannot (can_fork())")
+        state = self._new_collection(num_trees * tree.roots, tree.roots, seed)
+        state.growth = _Growth(
+            tree,
+            started=[tree.roots] * num_trees,
+            tokens=[0] * num_trees,
+            slot_tree=[g for g in range(num_trees) for _ in range(tree.roots)],
+        )
+        for g, group in enumerate(state.groups):
+            group.tree = g
+        episodes = self._run(state, tree.roots)
+        trees = state.growth.slot_tree
+        order = sorted(range(len(episodes)), key=lambda slot: (trees[slot], slot))
+        return [episodes[slot] for slot in order]
+
+    def _add_fork(self, state: _Collection, episode: Episode, turn: int, k: int) -> None:
+        """Queue `k` branches of `episode` from before its turn `turn` (`fork`) in `state`."""
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise ValueError(f"k must be a positive int, got {k!r}")
-        self._prepare()
         points = self._points_of(episode)
         if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < len(points):
             raise ValueError(
@@ -363,23 +419,55 @@ class RolloutCollector:
                 f"{episode.episode_id!r} ({len(episode.turns)} turns), got {turn!r}"
             )
         point = points[turn]
-        group = _Group(
-            episode.seed,
-            f"{episode.episode_id}@{turn}",
-            kind=episode.env_id,
-            observation=point.observation,
-            info=dict(episode.info.get("reset_info", {})),
-            snapshot=point.state,
-            remaining=k,
-            branching=_Branching(episode, turn, point),
+        state.groups.append(
+            _Group(
+                episode.seed,
+                f"{episode.episode_id}@{turn}",
+                kind=episode.env_id,
+                observation=point.observation,
+                info=dict(episode.info.get("reset_info", {})),
+                snapshot=point.state,
+                remaining=k,
+                branching=_Branching(episode, turn, point),
+            )
         )
-        state = _Collection(
-            groups=[group],
-            queue=deque(_Work(b, 0, b) for b in range(k)),
-            results=[None] * k,
+        for b in range(k):
+            state.queue.append(_Work(len(state.results), len(state.groups) - 1, b))
+            state.results.append(None)
+
+    def _grow(self, state: _Collection, group: _Group, episode: Episode) -> None:
+        """Fork a tree's just-finished `episode` where its rule says, within the budget."""
+        growth = state.growth
+        assert growth is not None
+        tree = group.tree
+        growth.tokens[tree] += generated_tokens(episode)
+        for turn in growth.spec.rule.choose(episode):
+            if not growth.spec.allows(growth.started[tree], growth.tokens[tree]):
+                return
+            self._add_fork(state, episode, turn, growth.spec.branches)
+            state.groups[-1].tree = tree
+            growth.started[tree] += growth.spec.branches
+            growth.slot_tree.extend([tree] * growth.spec.branches)
+
+    def _new_collection(self, num_episodes: int, group_size: int, seed: int | None) -> _Collection:
+        """A collection of `num_episodes` fresh episodes in groups of `group_size`; it
+        replaces the kept fork points."""
+        self._fork_points = {}
+        num_groups = num_episodes // group_size
+        seeds: list[int | None] = (
+            list(derive_seeds(seed, num_groups)) if seed is not None else [None] * num_groups
+        )
+        tag = str(seed) if seed is not None else secrets.token_hex(4)
+        return _Collection(
+            groups=[_Group(s, f"{tag}-{g}", remaining=group_size) for g, s in enumerate(seeds)],
+            queue=deque(
+                _Work(g * group_size + m, g, m)
+                for g in range(num_groups)
+                for m in range(group_size)
+            ),
+            results=[None] * num_episodes,
             free=list(range(self.vec_env.num_envs)),
         )
-        return self._run(state, k)
 
     def _points_of(self, episode: Episode) -> list[_ForkPoint]:
         """The kept fork points of `episode`, or a `ValueError` that says why there are none."""
@@ -720,6 +808,8 @@ class RolloutCollector:
             self._fork_points[str(run.recorder.episode.episode_id)] = run.points
         state.free.append(i)
         state.free.sort()
+        if state.growth is not None:
+            self._grow(state, state.groups[run.work.group], run.recorder.episode)
         logger.debug(
             "episode %d finished on sub-env %d after %d turns",
             run.work.slot,
@@ -738,6 +828,18 @@ class _Collection:
     free: list[int]
     runs: dict[int, _Run] = field(default_factory=dict)
     broken: set[int] = field(default_factory=set)  # sub-envs discarded after a failed step
+    growth: _Growth | None = None  # set by `collect_tree`: finished episodes branch
+
+
+@dataclass
+class _Growth:
+    """The trees of one `RolloutCollector.collect_tree` call: per tree, the episodes started
+    and the tokens its finished episodes generated, and each result slot's tree."""
+
+    spec: TreeSpec
+    started: list[int]
+    tokens: list[int]
+    slot_tree: list[int]
 
 
 def _check_generation(generation: Any, mode: str, policy: Any) -> None:

@@ -99,20 +99,27 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from xpgym.core.trajectory import training_group_ids
+
 if TYPE_CHECKING:
     from xpgym.core.trajectory import Episode
     from xpgym.training.layouts import RowInfo
 
 __all__ = [
+    "ADVANTAGE_ALGORITHMS",
     "CRITIC_FREE_ALGORITHMS",
     "GROUP_ALGORITHMS",
+    "STEP_ALGORITHMS",
     "TOKEN_ESTIMATORS",
+    "AdvantageAlgorithm",
     "CriticFreeAlgorithm",
     "GroupAlgorithm",
+    "StepAlgorithm",
     "TokenEstimator",
     "broadcast_to_tokens",
     "discounted_returns",
     "dr_grpo",
+    "episode_advantages",
     "episode_scores",
     "episode_terminated",
     "filled_scores",
@@ -145,11 +152,19 @@ TokenEstimator = Literal["reinforce", "rebn"]
 GroupAlgorithm = Literal["grpo", "dr_grpo", "rloo"]
 """The critic-free algorithms that compare the scores of a group of episodes."""
 CriticFreeAlgorithm = Literal[TokenEstimator, GroupAlgorithm]
-"""The algorithms `turn_advantages` computes: every algorithm name that needs no critic."""
+"""The critic-free algorithms every trainer adapter maps onto its own (the parity suite's)."""
+StepAlgorithm = Literal["gigpo", "tree"]
+"""The critic-free algorithms that compare turns, not only episodes: GiGPO's anchor-state
+groups (`gigpo`) and the nodes of a tree of forked episodes (`tree_advantages`). Besides
+group ids they need per-turn ids, which `episode_advantages` reads from the episodes."""
+AdvantageAlgorithm = Literal[CriticFreeAlgorithm, StepAlgorithm]
+"""Every algorithm `turn_advantages` computes: every algorithm name that needs no critic."""
 
 TOKEN_ESTIMATORS: tuple[TokenEstimator, ...] = get_args(TokenEstimator)
 GROUP_ALGORITHMS: tuple[GroupAlgorithm, ...] = get_args(GroupAlgorithm)
 CRITIC_FREE_ALGORITHMS: tuple[CriticFreeAlgorithm, ...] = get_args(CriticFreeAlgorithm)
+STEP_ALGORITHMS: tuple[StepAlgorithm, ...] = get_args(StepAlgorithm)
+ADVANTAGE_ALGORITHMS: tuple[AdvantageAlgorithm, ...] = (*CRITIC_FREE_ALGORITHMS, *STEP_ALGORITHMS)
 
 _STD_KINDS: tuple[StdKind, ...] = get_args(StdKind)
 _EPS_PLACEMENTS: tuple[EpsPlacement, ...] = get_args(EpsPlacement)
@@ -725,12 +740,15 @@ def _normalized(
 
 
 def turn_advantages(
-    algorithm: CriticFreeAlgorithm,
+    algorithm: AdvantageAlgorithm,
     rewards: ArrayLike,
     mask: ArrayLike,
     *,
     gamma: float = 1.0,
     group_ids: ArrayLike | Sequence[Hashable] | None = None,
+    state_keys: Sequence[Sequence[Hashable]] | None = None,
+    root_ids: ArrayLike | Sequence[Hashable] | None = None,
+    node_ids: Sequence[Sequence[Hashable]] | None = None,
     **options: Any,
 ) -> NDArray[np.float64]:
     """Per-turn advantages of a critic-free algorithm, by name.
@@ -743,46 +761,70 @@ def turn_advantages(
         grpo        A_t = grpo(s, group_ids, **options)[b]         every turn of episode b
         dr_grpo     A_t = dr_grpo(s, group_ids, **options)[b]     every turn of episode b
         rloo        A_t = rloo(s, group_ids, **options)[b]        every turn of episode b
+        gigpo       A = gigpo(rewards, mask, group_ids, state_keys, gamma=gamma, **options)
+        tree        A = tree_advantages(s, mask, root_ids, node_ids)     (no options)
 
     The group algorithms use the undiscounted score (`gamma` is not read) and give each
-    episode's one advantage to all of its turns. `options` are the estimator's keyword
-    arguments with their defaults otherwise (the std conventions and eps of `rebn`, `grpo`;
-    ``single_member`` of the group estimators). PPO's advantages need a value per turn:
-    `turn_gae`.
+    episode's one advantage to all of its turns; gigpo discounts its step returns by
+    `gamma`. `options` are the estimator's keyword arguments with their defaults otherwise
+    (the std conventions and eps of `rebn`, `grpo`, `gigpo`; ``single_member`` of the group
+    estimators; gigpo's ``omega`` and ``normalize``). PPO's advantages need a value per
+    turn: `turn_gae`. `episode_advantages` reads every id from episodes.
 
     Infrastructure failures: give a failed episode mask False on all its turns (as
-    `turn_rewards` does) and, for the group algorithms, a group of its own (as
-    `xpgym.core.trajectory.training_group_ids` does); it then gets 0 and the other
-    episodes' advantages are those computed without it.
+    `turn_rewards` does) and, for the group algorithms, gigpo and tree, a group (root) of
+    its own (as `xpgym.core.trajectory.training_group_ids` does); it then gets 0 and the
+    other episodes' advantages are those computed without it.
 
     Args:
-        algorithm: One of `CRITIC_FREE_ALGORITHMS`.
+        algorithm: One of `ADVANTAGE_ALGORITHMS`.
         rewards: ``[B, T]`` per-turn rewards, right-padded (finite on valid turns).
         mask: ``[B, T]`` bool, True on real turns, a prefix of each row.
-        gamma: Discount per turn, in ``[0, 1]`` (reinforce, rebn).
+        gamma: Discount per turn, in ``[0, 1]`` (reinforce, rebn, gigpo).
         group_ids: ``[B]`` group of each episode (hashables, not None); required by the
-            group algorithms, ignored by the others.
-        **options: Keyword arguments for the estimator (`rebn`, `grpo`, `dr_grpo`, `rloo`).
+            group algorithms and gigpo, ignored by the others.
+        state_keys: gigpo's per-turn anchor-state keys (`turn_state_keys`).
+        root_ids, node_ids: tree's roots and per-turn nodes (`tree_nodes`).
+        **options: Keyword arguments for the estimator (`rebn`, `grpo`, `dr_grpo`, `rloo`,
+            `gigpo`).
 
     Returns:
         ``[B, T]`` float64 advantages, 0 where ``mask`` is False.
 
     Raises:
         ValueError: an unknown algorithm (the message lists the valid ones), options for
-            reinforce, no `group_ids` for a group algorithm, or invalid inputs.
+            reinforce or tree, missing ids for the algorithm, or invalid inputs.
     """
-    if algorithm not in CRITIC_FREE_ALGORITHMS:
+    if algorithm not in ADVANTAGE_ALGORITHMS:
         raise ValueError(
             f"unknown critic-free algorithm {algorithm!r}; choose one of "
-            f"{CRITIC_FREE_ALGORITHMS} (PPO's advantages need a value per turn: turn_gae)"
+            f"{ADVANTAGE_ALGORITHMS} (PPO's advantages need a value per turn: turn_gae)"
         )
     r, valid = _turn_inputs(rewards, mask, name="rewards")
-    if algorithm in GROUP_ALGORITHMS:
+    if algorithm == "tree":
+        if root_ids is None or node_ids is None:
+            raise ValueError(
+                "tree needs each episode's root and per-turn nodes; pass root_ids and "
+                "node_ids (tree_nodes of forked episodes)"
+            )
+        if options:
+            raise ValueError(
+                f"tree takes no options (A = V(node) - V(parent)); got {sorted(options)}"
+            )
+        return tree_advantages(episode_scores(r, valid), valid, root_ids, node_ids)
+    if algorithm in GROUP_ALGORITHMS or algorithm == "gigpo":
         if group_ids is None:
             raise ValueError(
                 f"algorithm {algorithm!r} compares episodes from the same start state; "
                 "pass group_ids ([B], e.g. each Episode.group_id)"
             )
+        if algorithm == "gigpo":
+            if state_keys is None:
+                raise ValueError(
+                    "gigpo groups turns by the state they acted on; pass state_keys (per "
+                    "episode, one key per turn: turn_state_keys)"
+                )
+            return gigpo(r, valid, group_ids, state_keys, gamma=gamma, **options)
         estimator = {"grpo": grpo, "dr_grpo": dr_grpo, "rloo": rloo}[algorithm]
         per_episode = estimator(episode_scores(r, valid), group_ids, **options)  # A[b]
         return np.where(valid, per_episode[:, None], 0.0)
@@ -792,6 +834,41 @@ def turn_advantages(
     if options:
         raise ValueError(f"reinforce takes no options (A_t = G_t); got {sorted(options)}")
     return returns
+
+
+def episode_advantages(
+    algorithm: AdvantageAlgorithm,
+    episodes: Sequence[Episode],
+    *,
+    gamma: float = 1.0,
+    **options: Any,
+) -> NDArray[np.float64]:
+    """``[N, T]`` `turn_advantages` of `episodes`, with every id read from them.
+
+    Rewards and mask are `turn_rewards`; group ids `xpgym.core.trajectory.training_group_ids`
+    (an infra-error episode is a group of its own); gigpo's state keys `turn_state_keys`;
+    tree's roots and nodes `tree_nodes`, an infra-error episode being a tree of its own.
+    Trainers and adapters that hold the episodes call this (the reference trainer, the verl
+    and TRL converters), so each algorithm reads its ids in one place.
+
+    Raises:
+        ValueError: as `turn_advantages`; for tree, as `tree_nodes` (episodes without
+            ``episode_id``, a branch without its parent).
+    """
+    rewards, mask = turn_rewards(episodes)
+    group_ids = training_group_ids(episodes)
+    ids: dict[str, Any] = {}
+    if algorithm == "gigpo":
+        ids["state_keys"] = turn_state_keys(episodes)
+    elif algorithm == "tree":
+        roots, ids["node_ids"] = tree_nodes(episodes)
+        ids["root_ids"] = [
+            group if episode.infra_error is not None else root
+            for episode, group, root in zip(episodes, group_ids, roots, strict=True)
+        ]
+    return turn_advantages(
+        algorithm, rewards, mask, gamma=gamma, group_ids=group_ids, **ids, **options
+    )
 
 
 # --------------------------------------------------------------------------------------------

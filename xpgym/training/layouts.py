@@ -64,8 +64,10 @@ the row's reward sum, and every kept turn's undiscounted return-to-go, is unchan
 
 Shared by several adapters: `build_rows` (a layout by name), `PackedRows.with_row_rewards`
 (one value per row on its last policy token, e.g. per-turn returns for trainers whose
-estimator sees rows, not episodes), `on_last_policy_token` (the same on padded arrays),
-`zero_padded_positions` and `shift_to_predictions` (the next-token view).
+estimator sees rows, not episodes), `PackedRows.with_turn_values` (one value per turn on its
+last policy token, e.g. GiGPO or tree advantages computed from the episodes),
+`on_last_policy_token` (the same on padded arrays), `zero_padded_positions` and
+`shift_to_predictions` (the next-token view).
 """
 
 from __future__ import annotations
@@ -296,6 +298,41 @@ class PackedRows(RowInfo):
             )
         token_rewards = np.zeros_like(self.token_rewards)
         token_rewards[last[last >= 0]] = vals[last >= 0]
+        return dataclasses.replace(self, token_rewards=token_rewards)
+
+    def with_turn_values(self, values: ArrayLike) -> PackedRows:
+        """These rows with `token_rewards` replaced: ``values[e, t]`` on the last policy
+        token of turn ``t`` of episode ``e`` (every row, both layouts), 0 elsewhere.
+
+        How per-turn values computed from the episodes reach a trainer that reads only
+        token tensors: the step-level and tree advantages
+        (`xpgym.training.advantages.episode_advantages`, whose anchor states and tree nodes
+        a row-level estimator cannot see) travel as each turn's value and are read back per
+        turn (verl's ``xpgym_turn_values``). Truncation (`pad`, `split`) moves a cut turn's
+        value onto the last kept policy token, like any reward. Infra-error rows (no turns)
+        get none.
+
+        Raises:
+            ValueError: `values` is not ``[N, T]`` with a row for every episode and a column
+                for every turn of these rows.
+        """
+        vals = np.asarray(values, dtype=np.float64)
+        need = (
+            int(self.episode_index.max(initial=-1)) + 1,
+            int(self.turn_index.max(initial=-1)) + 1,
+        )
+        if vals.ndim != 2 or vals.shape[0] < need[0] or vals.shape[1] < need[1]:
+            raise ValueError(
+                f"values must be [N, T] with N >= {need[0]} episodes and T >= {need[1]} "
+                f"turns, got shape {vals.shape}"
+            )
+        policy = np.flatnonzero(self.turn_index >= 0)
+        row = np.searchsorted(self.cu_seqlens, policy, side="right") - 1
+        turn = self.turn_index[policy]
+        last = np.ones(len(policy), dtype=bool)  # the next policy token is another turn's
+        last[:-1] = (row[1:] != row[:-1]) | (turn[1:] != turn[:-1])
+        token_rewards = np.zeros_like(self.token_rewards)
+        token_rewards[policy[last]] = vals[self.episode_index[row[last]], turn[last]]
         return dataclasses.replace(self, token_rewards=token_rewards)
 
     def pad(

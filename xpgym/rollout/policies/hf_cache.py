@@ -16,12 +16,15 @@ Layout
 
 One call, prompts ``p_0 .. p_{B-1}``:
     1. Match: prompt ``p`` continues cached row ``r`` if ``r``'s real tokens are a proper
-       prefix of ``p`` (longest such row wins; several prompts may continue one row) and the
-       model's parameters have not changed since (their in-place version counters). Rows no
-       prompt continues are dropped. A prompt without a match gets a fully masked slot and is
-       prefilled whole; if nothing matches, or the cache has become more than twice as wide
-       as its longest row, the cache is dropped and every prompt is prefilled (memory is
-       bounded by one batch).
+       prefix of ``p`` (it reuses all of them), or if ``p`` is a prefix of ``r`` (it reuses
+       ``r``'s first ``len(p) - 1`` tokens and masks the rest of the row as holes: a fork
+       branch whose first prompt its parent's row already went past,
+       `xpgym.rollout.collector`), and the model's parameters have not changed since (their
+       in-place version counters). The row reusing the most tokens wins; several prompts
+       may continue one row. Rows no prompt continues are dropped. A prompt without a
+       match gets a fully masked slot and is prefilled whole; if nothing matches, or the
+       cache has become more than twice as wide as its longest row, the cache is dropped
+       and every prompt is prefilled (memory is bounded by one batch).
     2. Prefill: one forward pass over the new tokens, left-padded to the longest.
     3. Decode like ``model.generate`` with ``do_sample`` (or greedy): logits in float32,
        then temperature, top-k and top-p (transformers' own warpers, in ``generate``'s
@@ -116,12 +119,14 @@ class CachedDecoder:
             cache, old_mask = None, torch.zeros((len(prompts), 0), dtype=torch.long)
             reused = [0] * len(prompts)
         else:
-            index = torch.tensor([0 if m is None else m for m in matches], dtype=torch.long)
+            index = torch.tensor([0 if m is None else m[0] for m in matches], dtype=torch.long)
             cache = session.cache
             cache.batch_select_indices(index.to(device))
+            reused = [0 if m is None else m[1] for m in matches]
+            # keep each row's first `reused` real tokens; the rest become holes
             old_mask = session.mask[index]
-            old_mask[[b for b, m in enumerate(matches) if m is None]] = 0
-            reused = [0 if m is None else len(session.rows[m]) for m in matches]
+            kept = old_mask.cumsum(dim=1) <= torch.tensor(reused, dtype=torch.long)[:, None]
+            old_mask = torch.where(kept, old_mask, 0)
         new = [prompt[start:] for prompt, start in zip(prompts, reused, strict=True)]
         self.stats.reused += sum(reused)
         self.stats.prefilled += sum(len(n) for n in new)
@@ -173,8 +178,9 @@ class CachedDecoder:
 
     def _match(
         self, session: _Session | None, prompts: list[list[int]], weights: tuple[int, ...]
-    ) -> list[int | None]:
-        """For each prompt, the longest cached row that is a proper prefix of it, if any."""
+    ) -> list[tuple[int, int] | None]:
+        """For each prompt, ``(row, tokens reused)`` of the cached row that saves the most
+        prefill (module docstring, step 1), if any."""
         if session is None or session.weights != weights:
             return [None] * len(prompts)
         if session.mask.shape[1] > 2 * max(len(row) for row in session.rows):
@@ -183,13 +189,17 @@ class CachedDecoder:
         for index, row in enumerate(session.rows):
             by_length.setdefault(len(row), {})[row] = index
         lengths = sorted(by_length, reverse=True)
-        matches: list[int | None] = []
+        matches: list[tuple[int, int] | None] = []
         for prompt in prompts:
             key = tuple(prompt)
+            within = next((i for i, row in enumerate(session.rows) if row[: len(key)] == key), None)
+            if within is not None and len(key) > 1:
+                matches.append((within, len(key) - 1))
+                continue
             matches.append(
                 next(
                     (
-                        by_length[n][key[:n]]
+                        (by_length[n][key[:n]], n)
                         for n in lengths
                         if n < len(key) and key[:n] in by_length[n]
                     ),
