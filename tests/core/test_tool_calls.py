@@ -16,6 +16,7 @@ from xpgym.core.tools.calls import (
     find_fenced_block,
     find_function_calls,
     find_tag,
+    format_function_call,
     format_function_instructions,
     format_tool_instructions,
     function_schema,
@@ -416,3 +417,12 @@ def test_format_function_instructions_lists_schemas_and_the_call_format():
     text = format_function_instructions([schema])
     assert json.dumps(schema) in text
     assert '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}' in text
+
+
+def test_a_formatted_function_call_reads_back_as_its_name_and_arguments() -> None:
+    arguments = {"action": "\\boxed{7}", "keys": [1, 2], "note": "é"}
+    text = format_function_call("act", arguments)
+    assert text.startswith("<tool_call>")
+    assert text.endswith("</tool_call>")
+    (call,) = find_function_calls(text)
+    assert (call.name, call.arguments, call.raw, call.error) == ("act", arguments, text, None)
