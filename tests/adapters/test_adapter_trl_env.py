@@ -213,6 +213,8 @@ def test_max_turns_truncates_the_episode() -> None:
 
 
 def test_reward_and_tools_before_reset_are_refused() -> None:
+    with pytest.raises(TypeError, match="base class"):
+        TRLEnvironment()
     environment = environment_class(TOY)()
     with pytest.raises(RuntimeError, match="before reset"):
         environment.get_reward()
@@ -260,3 +262,21 @@ def test_the_tiny_tool_chat_passes_trls_checks_and_its_calls_parse_back() -> Non
     ]
     plain = tokenizer.encode("no call" + tokenizer.eos_token, add_special_tokens=False)
     assert "tool_calls" not in parse_response(tokenizer, plain, prefix=prompt)
+
+
+def test_the_interop_example_plays_a_rollout_as_trl_does() -> None:
+    """docs/interop.md, "What TRL does with the class, per rollout", line for line."""
+    Environment = environment_class("toolgym:ClosestToK-v0-easy")  # noqa: N806 - as the doc
+    environment = Environment()
+    row = task_dataset(make_tasks("toolgym:ClosestToK-v0-easy", 1, seed=0), chat=True)[0]
+    first_observation = environment.reset(**row)
+    sizes = asyncio.run(environment.Observe())  # type: ignore[attr-defined]
+    asyncio.run(environment.Done(answer=7))  # type: ignore[attr-defined]
+    reward = environment.get_reward()
+
+    assert "Find the element closest to the number K" in first_observation
+    assert "length" in json.loads(sizes)
+    assert environment.done
+    assert reward in (0.0, 1.0)
+    assert environment.episode is not None
+    assert reward == environment.episode.turns[-1].reward

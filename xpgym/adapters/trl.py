@@ -1,7 +1,8 @@
 r"""TRL adapter: whole multi-turn episodes as ``GRPOTrainer`` completions, and per-turn credit.
 
-Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)``, an experimental TRL API; set
-``TRL_EXPERIMENTAL_SILENCE=1`` to silence its warning). Three parts:
+Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)`` and
+``GRPOTrainer(environment_factory=...)``, experimental TRL APIs; set
+``TRL_EXPERIMENTAL_SILENCE=1`` to silence their warnings). Four parts:
 
 1. **Converter** `to_rollout_output`: episodes -> the dict a TRL ``rollout_func`` returns,
    one completion per episode (`xpgym.training.layouts.episode_rows`).
@@ -17,6 +18,10 @@ Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)``, an experimental TR
    the per-turn rewards (`turn_advantages`, equal to `xpgym.training.advantages` to 1e-6),
    through TRL's documented subclass point: ``_compute_loss`` accepts ``(B, T)``
    advantages.
+4. **Environment factory** `environment_class`: TRL's own path, where TRL generates, parses
+   tool calls and calls the env: a `TRLEnvironment` class per env whose methods are the
+   env's tools (``reset`` plays the ``task`` column of `task_dataset` with ``chat=True``,
+   ``get_reward`` is the episode's return). TRL tokenises and advantages are its own.
 
 Rollout output (``B`` completions; lists of Python lists, one per completion)
 ---------------------------------------------------------------------------
@@ -59,6 +64,7 @@ import functools
 import inspect
 import logging
 import re
+import types
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, Union, cast
@@ -742,8 +748,12 @@ def _annotation(spec: Any) -> Any:
         return Union[tuple(_annotation({**spec, "type": k}) for k in kind)]  # noqa: UP007
     if kind == "array":
         items = spec.get("items")
-        return list[_annotation(items)] if isinstance(items, Mapping) and items else list
+        if isinstance(items, Mapping) and items:
+            return types.GenericAlias(list, (_annotation(items),))
+        return list
     if kind == "object":
         values = spec.get("additionalProperties")
-        return dict[str, _annotation(values)] if isinstance(values, Mapping) and values else dict
+        if isinstance(values, Mapping) and values:
+            return types.GenericAlias(dict, (str, _annotation(values)))
+        return dict
     return _JSON_TYPES.get(kind, _ANY_JSON) if isinstance(kind, str) else _ANY_JSON
