@@ -221,6 +221,6 @@ def _layout_gap(
             )
             if match is None:
                 return math.inf
-            gap = max(gap, *(abs(a - b) for a, b in zip(match, row_scores[s:e], strict=False)))
+            gap = max(gap, *(abs(x - y) for x, y in zip(match, row_scores[s:e], strict=False)))
             s = e
     return gap

@@ -97,7 +97,8 @@ def start_weights(cfg: WarmModelConfig, out_dir: Path) -> tuple[Path, bool]:
     """The pretrained weights, as a state-dict file.
 
     Pretrains with the demo's warm start (`xpgym.reference.warm_start.pretrain`, a random
-    valid guesser seeded with ``cfg.model_seed``) once and caches the weights as
+    valid guesser seeded with ``cfg.model_seed``; with ``cfg.tool_calls``, the same recipe
+    on `tool_transcripts`) once and caches the weights as
     ``<out_dir>/start_weights-<key>.pt`` (`WarmModelConfig.pretrain_key`); later calls with
     the same key reuse the file.
 
@@ -106,9 +107,6 @@ def start_weights(cfg: WarmModelConfig, out_dir: Path) -> tuple[Path, bool]:
     """
     import torch
 
-    import xpgym
-    from xpgym.reference.warm_start import RandomValidGuesser, number_range, pretrain
-
     path = out_dir / f"start_weights-{cfg.pretrain_key()}.pt"
     if path.exists():
         return path, True
@@ -116,14 +114,24 @@ def start_weights(cfg: WarmModelConfig, out_dir: Path) -> tuple[Path, bool]:
     tokenizer, model = tokenizer_and_model(cfg)
     if cfg.tool_calls:
         losses = _pretrain_tool_calls(cfg, tokenizer, model)
-        logger.info("pretrained %d steps: NLL %.3f -> %.3f", len(losses), losses[0], losses[-1])
-        out_dir.mkdir(parents=True, exist_ok=True)
-        torch.save(model.state_dict(), path)
-        return path, False
+    else:
+        losses = _pretrain_random_play(cfg, tokenizer, model)
+    logger.info("pretrained %d steps: NLL %.3f -> %.3f", len(losses), losses[0], losses[-1])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    torch.save(model.state_dict(), path)
+    return path, False
+
+
+def _pretrain_random_play(cfg: WarmModelConfig, tokenizer: Any, model: Any) -> list[float]:
+    """`xpgym.reference.warm_start.pretrain` with a `RandomValidGuesser` seeded with
+    ``cfg.model_seed`` over ``cfg.num_envs`` envs."""
+    import xpgym
+    from xpgym.reference.warm_start import RandomValidGuesser, number_range, pretrain
+
     guesser = RandomValidGuesser(tokenizer, *number_range(cfg.env), seed=cfg.model_seed)
     vec = xpgym.make_vec(cfg.env, cfg.num_envs)
     try:
-        losses = pretrain(
+        return pretrain(
             model,
             tokenizer,
             vec,
@@ -134,10 +142,6 @@ def start_weights(cfg: WarmModelConfig, out_dir: Path) -> tuple[Path, bool]:
         )
     finally:
         vec.close()
-    logger.info("pretrained %d steps: NLL %.3f -> %.3f", len(losses), losses[0], losses[-1])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    torch.save(model.state_dict(), path)
-    return path, False
 
 
 def tool_transcripts(
