@@ -13,6 +13,10 @@ trainer in docs/parity.md):
 - **trl**: TRL's ``GRPOTrainer.train()`` with xpgym's ``rollout_func``
   (`xpgym.adapters.trl`, per-turn ReBN through ``TurnCreditGRPOTrainer``;
   `parity.e2e.trl.run_trl`);
+- **trl-env**: TRL's ``GRPOTrainer.train()`` with ``environment_factory`` (TRL's own
+  generation, tool-calling loop and GRPO advantage; xpgym's env class,
+  `xpgym.adapters.trl.environment_class`), from the tool-calling variant of the warm model
+  (`parity.e2e.trl_env.run_trl_env`);
 - **verl**: ``recipes/train_verl.py``'s launch path (``run_ppo`` + ``TaskRunnerV1`` +
   ``XpgymAgentLoop``) through the CPU test harness of `parity.e2e.verl_cpu`
   (`parity.e2e.verl.run_verl`), with the harness's ``hf_cpu`` rollout replica (the default,
@@ -65,6 +69,7 @@ from parity.e2e.oat import run_oat
 from parity.e2e.openrlhf import run_openrlhf
 from parity.e2e.rl2 import run_rl2
 from parity.e2e.trl import run_trl
+from parity.e2e.trl_env import run_trl_env
 from parity.e2e.verl import run_verl
 from parity.e2e.verl_cpu import ROLLOUTS as VERL_ROLLOUTS
 from parity.shared.curves import curve
@@ -112,7 +117,11 @@ weights, measured <= 7.4e-6. Oat's run reports ``max_prob_gap`` from Oat's own
 ``sampler_learner_prob_diff_max``/``_min`` (``exp(sampler) - exp(learner)`` over the policy
 tokens, the learner's log-probs computed at the start of ``learning_step``, before the
 update, on the weights the engine sampled with): float32 on synced weights, measured
-~1e-7. RL2's run reports ``max_logprob_gap`` over every policy token (the SGLang stand-in's
+~1e-7. TRL's ``environment_factory`` run (``trl-env``), whose transformers generation returns
+no log-probs, reports ``max_logprob_gap`` between each generation's tokens scored on the
+context they were generated from and in the training row TRL built from the rollout
+(`parity.e2e.trl_env`): same weights, float32; a shifted or re-tokenised row is far above
+1e-4. RL2's run reports ``max_logprob_gap`` over every policy token (the SGLang stand-in's
 vLLM log-probs against the actor's forward passes before its optimizer step; no
 ``min_tokens``), float32 on synced weights, measured <= 4.3e-6."""
 
@@ -150,6 +159,7 @@ def _run_verl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
 
 TRAINERS: dict[str, TrainerRun] = {
     "trl": TrainerRun(run_trl),
+    "trl-env": TrainerRun(run_trl_env),
     "verl": TrainerRun(_run_verl, rollouts=VERL_ROLLOUTS),
     "openrlhf": TrainerRun(run_openrlhf),
     "oat": TrainerRun(run_oat),

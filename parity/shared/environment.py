@@ -11,11 +11,16 @@ __all__ = ["set_environment"]
 
 
 @contextmanager
-def set_environment(values: Mapping[str, str]) -> Iterator[None]:
-    """Set the environment variables of `values` for the block (subprocesses see them); on
-    exit each gets its earlier value back, or is removed if it had none."""
+def set_environment(values: Mapping[str, str | None]) -> Iterator[None]:
+    """Set the environment variables of `values` for the block (subprocesses see them; a
+    None value removes the variable for the block); on exit each gets its earlier value
+    back, or is removed if it had none."""
     before = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
+    for name, value in values.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
     try:
         yield
     finally:

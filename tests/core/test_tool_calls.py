@@ -17,6 +17,7 @@ from xpgym.core.tools.calls import (
     find_fenced_block,
     find_function_calls,
     find_tag,
+    format_function_call,
     format_function_instructions,
     format_tool_instructions,
     function_schema,
@@ -437,3 +438,12 @@ def test_random_value_draws_values_of_the_schema_from_the_generator() -> None:
     assert all(validate_arguments(value, schema) is None for value in values)
     assert values == [random_value(schema, np.random.default_rng(seed)) for seed in range(20)]
     assert len({json.dumps(value) for value in values}) > 1
+
+
+def test_a_formatted_function_call_reads_back_as_its_name_and_arguments() -> None:
+    arguments = {"action": "\\boxed{7}", "keys": [1, 2], "note": "é"}
+    text = format_function_call("act", arguments)
+    assert text.startswith("<tool_call>")
+    assert text.endswith("</tool_call>")
+    (call,) = find_function_calls(text)
+    assert (call.name, call.arguments, call.raw, call.error) == ("act", arguments, text, None)

@@ -44,6 +44,15 @@ def test_set_environment_restores_every_variable(monkeypatch: pytest.MonkeyPatch
     assert "XPGYM_TEST_NEW" not in os.environ
 
 
+def test_set_environment_removes_a_variable_given_none_for_the_block(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("XPGYM_TEST_GONE", "before")
+    with set_environment({"XPGYM_TEST_GONE": None}):
+        assert "XPGYM_TEST_GONE" not in os.environ
+    assert os.environ["XPGYM_TEST_GONE"] == "before"
+
+
 def test_stand_ins_leave_no_trace_of_the_trainers_modules_imported_inside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -127,6 +127,14 @@ def test_the_policys_own_failures_are_not_infrastructure() -> None:
     assert find_infra_cause({"tool_calls": [policy_timeout]}) is None
 
 
+def test_a_toolgym_step_that_counts_its_tool_calls_is_no_failure() -> None:
+    env = xpgym.make("toolgym:ClosestToK-v0-easy")
+    env.reset(seed=0)
+    info = env.step('{"name": "Observe", "parameters": {}}')[4]
+    assert info["tool_calls"] == 1  # toolgym's count of calls, not a list of call records
+    assert find_infra_cause(info) is None
+
+
 def test_a_malformed_marker_is_kept_as_unknown() -> None:
     assert find_infra_cause({"infra_error": "oops"}) == InfraCause("unknown", "oops")
 

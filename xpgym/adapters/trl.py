@@ -1,7 +1,8 @@
 r"""TRL adapter: whole multi-turn episodes as ``GRPOTrainer`` completions, and per-turn credit.
 
-Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)``, an experimental TRL API; set
-``TRL_EXPERIMENTAL_SILENCE=1`` to silence its warning). Three parts:
+Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)`` and
+``GRPOTrainer(environment_factory=...)``, experimental TRL APIs; set
+``TRL_EXPERIMENTAL_SILENCE=1`` to silence their warnings). Four parts:
 
 1. **Converter** `to_rollout_output`: episodes -> the dict a TRL ``rollout_func`` returns,
    one completion per episode (`xpgym.training.layouts.episode_rows`).
@@ -18,6 +19,10 @@ Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)``, an experimental TR
    or with GiGPO advantages the hook computed from the episodes
    (``make_rollout_func(advantage="gigpo")``: the ``turn_advantages`` column), through
    TRL's documented subclass point: ``_compute_loss`` accepts ``(B, T)`` advantages.
+4. **Environment factory** `environment_class`: TRL's own path, where TRL generates, parses
+   tool calls and calls the env: a `TRLEnvironment` class per env whose methods are the
+   env's tools (``reset`` plays the ``task`` column of `task_dataset` with ``chat=True``,
+   ``get_reward`` is the episode's return). TRL tokenises and advantages are its own.
 
 Rollout output (``B`` completions; lists of Python lists, one per completion)
 ---------------------------------------------------------------------------
@@ -56,9 +61,14 @@ KL, clipping, budgets) are listed in one place: docs/trainers.md, section "TRL".
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
+import re
+import types
+import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any, ClassVar, Literal, Union, cast
 
 import numpy as np
 
@@ -71,16 +81,23 @@ import torch  # noqa: E402
 from trl import GRPOTrainer  # noqa: E402
 
 from xpgym.core.chat import PromptTokenizer  # noqa: E402
+from xpgym.core.env import Env, Wrapper  # noqa: E402
+from xpgym.core.tools.calls import format_function_call, function_schema  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 from xpgym.core.wrappers.limits import HorizonSchedule  # noqa: E402
+from xpgym.core.wrappers.tools import ToolEnvWrapper  # noqa: E402
 from xpgym.rollout.curriculum import (  # noqa: E402
     DifficultyEnv,
     SuccessRateScheduler,
     curriculum_task_pool,
 )
+from xpgym.rollout.env_pool import make_trainer_env  # noqa: E402
+from xpgym.rollout.policies import Generation  # noqa: E402
 from xpgym.rollout.policies.hf import HFPolicy  # noqa: E402
+from xpgym.rollout.recorder import EpisodeRecorder  # noqa: E402
 from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
+    isolated_step,
     policy_generate,
     run_episode,
     shared_prompt_builder,
@@ -98,8 +115,11 @@ from xpgym.training.advantages import (  # noqa: E402
 from xpgym.training.layouts import episode_rows  # noqa: E402
 
 __all__ = [
+    "ACTION_TOOL",
     "RolloutFunc",
+    "TRLEnvironment",
     "TurnCreditGRPOTrainer",
+    "environment_class",
     "episode_reward",
     "log_episode_metrics",
     "make_rollout_func",
@@ -218,12 +238,34 @@ def _log_metrics(trainer: Any, metrics: Mapping[str, float], *, training: bool) 
         trainer._metrics[mode][key].append(value)
 
 
-def task_dataset(tasks: Sequence[EpisodeTask]) -> Any:
-    """A ``datasets.Dataset`` with one ``prompt`` per task: the task's JSON (what
-    `make_rollout_func` reads). Use it as ``train_dataset``."""
+def task_dataset(
+    tasks: Sequence[EpisodeTask], *, chat: bool = False, system_prompt: str | None = None
+) -> Any:
+    """A ``datasets.Dataset`` with one row per task. Use it as ``train_dataset``.
+
+    Args:
+        tasks: The tasks, in row order.
+        chat: False (for `make_rollout_func`): the ``prompt`` column is the task's JSON.
+            True (for `environment_class`'s ``environment_factory``): the ``prompt`` is a
+            chat prompt, ``[{"role": "user", "content": ""}]`` (TRL appends the first
+            observation, `TRLEnvironment.reset`'s, to that message), and the task's JSON is
+            the ``task`` column (TRL passes it to ``reset``).
+        system_prompt: With `chat`, a system message put in front of the user message.
+
+    Raises:
+        ValueError: `system_prompt` without `chat` (`make_rollout_func` takes its own).
+    """
     from datasets import Dataset
 
-    return Dataset.from_dict({"prompt": [task.to_json() for task in tasks]})
+    if not chat:
+        if system_prompt is not None:
+            raise ValueError("system_prompt is for chat=True; pass it to make_rollout_func")
+        return Dataset.from_dict({"prompt": [task.to_json() for task in tasks]})
+    system = [] if system_prompt is None else [{"role": "system", "content": system_prompt}]
+    prompt = [*system, {"role": "user", "content": ""}]
+    return Dataset.from_dict(
+        {"prompt": [prompt] * len(tasks), "task": [task.to_json() for task in tasks]}
+    )
 
 
 def make_rollout_func(
@@ -457,3 +499,334 @@ def _padded(rows: Sequence[Sequence[float]], loss_mask: torch.Tensor) -> torch.T
         out[b, :width] = torch.tensor(row[:width], dtype=torch.float32)
     out = out.to(loss_mask.device)
     return torch.where(loss_mask.bool(), out, 0.0)
+
+
+# --------------------------------------------------------------------------------------
+# Environment factory: TRL's own tool-calling loop over an xpgym env
+# --------------------------------------------------------------------------------------
+
+ACTION_TOOL = "act"
+"""The name of the tool a text env's actions go through (`environment_class`)."""
+
+_ACTION_SCHEMA = function_schema(
+    ACTION_TOOL,
+    "Take one action in the environment; it replies with its next observation.",
+    {
+        "type": "object",
+        "properties": {
+            "action": {"type": "string", "description": "The action, as the task asks for it."}
+        },
+        "required": ["action"],
+    },
+)
+
+_JSON_TYPES: dict[str, Any] = {
+    "string": str,
+    "integer": int,
+    "number": float,
+    "boolean": bool,
+    "null": type(None),
+}
+_ANY_JSON = str | int | float | bool | list | dict
+"""The annotation of a parameter whose schema names no type: any JSON value."""
+
+
+class TRLEnvironment:
+    """One xpgym env as TRL 1.16's ``GRPOTrainer(environment_factory=...)`` plays it.
+
+    `environment_class` makes a subclass per env, whose public methods are the env's tools
+    (TRL's contract: every public method but ``reset`` and ``get_reward`` is a tool whose
+    JSON schema transformers derives from its signature and docstring). TRL constructs
+    instances once and reuses them; per rollout it calls `reset` with the dataset row,
+    then each tool call the model makes, then `get_reward` once.
+
+    Each instance holds one env (``xpgym.make``, in `EpisodeLog` when ``XPGYM_EPISODE_LOG``
+    is set: `xpgym.rollout.env_pool.make_trainer_env`), closed when the instance is
+    garbage-collected. The turns are recorded as an `Episode` (`episode`) by
+    `xpgym.rollout.recorder.EpisodeRecorder`, as the other hooks record theirs.
+
+    Attributes:
+        env_id, env_kwargs: The env every instance plays (``xpgym.make`` arguments).
+        max_turns: The episode ends (truncated, ``"max_turns"``) after this many tool calls;
+            None: only the env ends it.
+        tool_schemas: The xpgym function schemas of the tool methods, in order.
+    """
+
+    env_id: ClassVar[str] = ""
+    env_kwargs: ClassVar[Mapping[str, Any]] = {}
+    max_turns: ClassVar[int | None] = None
+    tool_schemas: ClassVar[tuple[dict[str, Any], ...]] = ()
+
+    def __init__(self) -> None:
+        if not self.env_id:
+            raise TypeError("TRLEnvironment is a base class; make one with environment_class")
+        self._env = make_trainer_env(self.env_id, **self.env_kwargs)
+        weakref.finalize(self, self._env.close)
+        self._recorder: EpisodeRecorder | None = None
+        self._observation: Any = None
+
+    @property
+    def episode(self) -> Episode | None:
+        """The episode since the last `reset` (None before the first)."""
+        return None if self._recorder is None else self._recorder.episode
+
+    @property
+    def done(self) -> bool:
+        """Whether the episode since the last `reset` has ended (the env or `max_turns`
+        ended it, or the env failed); False before the first `reset`."""
+        return self._recorder is not None and self._recorder.done
+
+    def reset(self, task: str | Mapping[str, Any] | None = None, **row: Any) -> str:
+        """Start the episode of the dataset row's ``task`` (`task_dataset` with
+        ``chat=True``): reset the env with the task's seed. TRL passes every column of the
+        row as a keyword (``prompt`` too); only ``task`` is read.
+
+        Returns:
+            The first observation (TRL appends it to the prompt's last message).
+
+        Raises:
+            ValueError: the row has no ``task``, or its task is for another env.
+            TypeError: the env's observation is not text.
+        """
+        del row
+        if task is None:
+            raise ValueError(
+                f"the dataset row has no 'task' column: build the dataset with "
+                f"task_dataset(tasks, chat=True) (tasks of {self.env_id!r})"
+            )
+        parsed = EpisodeTask.from_json(task)
+        if (parsed.env_id, dict(parsed.env_kwargs)) != (self.env_id, dict(self.env_kwargs)):
+            raise ValueError(
+                f"this environment class plays {self.env_id!r} with {dict(self.env_kwargs)}, "
+                f"the row's task is {parsed.env_id!r} with {dict(parsed.env_kwargs)}: make a "
+                "class per env (environment_class) and route rows with a dict factory"
+            )
+        observation, info = self._env.reset(seed=parsed.seed)
+        self._recorder = parsed.recorder(info, max_turns=self.max_turns)
+        self._observation = observation
+        return _text(observation, self.env_id)
+
+    def get_reward(self) -> float | None:
+        """The episode's total reward (TRL's env-owned reward, logged under the class name).
+
+        An episode the model left before the env ended it (a reply without a tool call)
+        scores the rewards so far. An episode ended by an infrastructure failure
+        (`xpgym.core.errors`) scores None: TRL 1.16 then leaves the completion out of its
+        group's mean and std and gives it advantage 0.
+
+        Raises:
+            RuntimeError: called before `reset`.
+        """
+        episode = self.episode
+        if episode is None:
+            raise RuntimeError(f"get_reward before reset ({type(self).__name__})")
+        return None if episode.infra_error is not None else episode.total_reward
+
+    async def _play(self, action: str) -> str:
+        """Send `action` to the env (`isolated_step`), record the turn, return the next
+        observation.
+
+        Raises:
+            RuntimeError: before `reset`, after the episode ended (the model called a tool
+                again; TRL shows the error to the model), or when the env step failed (an
+                infrastructure failure; the episode ends with it).
+        """
+        recorder = self._recorder
+        if recorder is None:
+            raise RuntimeError(f"a tool was called before reset ({type(self).__name__})")
+        if recorder.done:
+            raise RuntimeError(
+                "the episode has ended; reply without a tool call"
+                f" (after {len(recorder.episode.turns)} calls)"
+            )
+        step = await isolated_step(self._env, action, self._observation)
+        observation, reward, terminated, truncated, info = step
+        recorder.record(
+            self._observation,
+            Generation(text=action),
+            reward,
+            terminated,
+            truncated,
+            info,
+            prompt_ids=None,
+        )
+        if recorder.episode.infra_error is not None:
+            raise RuntimeError(f"the environment failed: {recorder.episode.infra_error.message}")
+        self._observation = observation
+        return _text(observation, self.env_id)
+
+
+def _text(observation: Any, env_id: str) -> str:
+    if not isinstance(observation, str):
+        raise TypeError(
+            f"{env_id!r} observes {type(observation).__name__}, not text: TRL's environment "
+            "loop adds text to the conversation"
+        )
+    return observation
+
+
+def environment_class(
+    env_id: str,
+    *,
+    env_kwargs: Mapping[str, Any] | None = None,
+    max_turns: int | None = None,
+) -> type[TRLEnvironment]:
+    """A `TRLEnvironment` subclass for `env_id`: pass it as ``GRPOTrainer(environment_factory=
+    ...)`` (or as a value of the dict form) with ``train_dataset=task_dataset(tasks,
+    chat=True)``.
+
+    Its tools are what the env's reset info lists under ``"tools"`` (the xpgym function
+    schemas of a ``toolgym:`` env's typed tools or of a `ToolEnvWrapper`'s tools, ``@tool``
+    functions included), plus the action tool `ACTION_TOOL` ``act(action: str)`` when the
+    env takes text actions: when it lists no tools (a text env: every action goes through
+    ``act``) or is a `ToolEnvWrapper` env (its tools, and ``act`` for the answer to the
+    task). An env that lists tools without a `ToolEnvWrapper` (``toolgym:``: every action is
+    a tool call) gets its tools only. A call of a tool is sent to the env as one action:
+    ``act``'s text as is, any other as `xpgym.core.tools.calls.format_function_call`, which
+    the env parses and checks itself (a malformed or unknown call is the env's invalid
+    action, answered with its error).
+
+    Each tool method's signature and Google-style docstring are built from the schema, so
+    the schema transformers derives from them (what the chat template renders and what
+    ``parse_response`` types the arguments with) has the same name, description, parameter
+    types, enums, descriptions and required parameters; finer keywords (bounds, the
+    properties of a nested object) are not rendered, and the env still checks them.
+
+    Args:
+        env_id: A registered single-agent env with text observations.
+        env_kwargs: ``xpgym.make`` keyword arguments (the tasks' ``env_kwargs`` must equal
+            them).
+        max_turns: End the episode (truncated) after this many tool calls; None: the env
+            ends it (TRL's ``max_tool_calling_iterations`` bounds a rollout too).
+
+    Raises:
+        ValueError: a tool's name cannot be a tool method (``reset``, ``get_reward``, a
+            leading underscore, or a name the class already has).
+    """
+    kwargs = dict(env_kwargs or {})
+    probe = make_trainer_env(env_id, **kwargs)
+    try:
+        _, info = probe.reset(seed=0)
+        schemas = [dict(schema) for schema in info.get("tools", ())]
+        takes_text = not schemas or _has_tool_wrapper(probe)
+    finally:
+        probe.close()
+    actions: dict[str, Callable[[Mapping[str, Any]], str]] = {
+        schema["function"]["name"]: functools.partial(
+            format_function_call, schema["function"]["name"]
+        )
+        for schema in schemas
+    }
+    if takes_text:
+        if ACTION_TOOL in actions:
+            raise ValueError(
+                f"{env_id!r} has a tool named {ACTION_TOOL!r}, the name of the action tool"
+            )
+        schemas.append(_ACTION_SCHEMA)
+        actions[ACTION_TOOL] = _action_text
+    namespace: dict[str, Any] = {
+        "env_id": env_id,
+        "env_kwargs": kwargs,
+        "max_turns": max_turns,
+        "tool_schemas": tuple(schemas),
+        "__doc__": f"{env_id} for TRL's environment_factory (`xpgym.adapters.trl`).",
+    }
+    for schema in schemas:
+        name = schema["function"]["name"]
+        if name in ("reset", "get_reward") or name.startswith("_") or hasattr(TRLEnvironment, name):
+            raise ValueError(
+                f"{env_id!r} has a tool named {name!r}, which TRL cannot call as a tool method "
+                "(reset, get_reward, a leading underscore and TRLEnvironment's own names are "
+                "taken)"
+            )
+        namespace[name] = _tool_method(schema, actions[name])
+    class_name = "".join(part.capitalize() for part in re.split(r"[^A-Za-z0-9]+", env_id))
+    return type(f"{class_name}Environment", (TRLEnvironment,), namespace)
+
+
+def _has_tool_wrapper(env: Env) -> bool:
+    """Whether a `ToolEnvWrapper` is among `env`'s wrappers (or is `env`)."""
+    layer: Any = env
+    while isinstance(layer, Wrapper):
+        if isinstance(layer, ToolEnvWrapper):
+            return True
+        layer = layer.env
+    return False
+
+
+def _action_text(arguments: Mapping[str, Any]) -> str:
+    """The action of an ``act`` call: its ``action`` argument ("" when missing)."""
+    return str(arguments.get("action", ""))
+
+
+def _tool_method(
+    schema: Mapping[str, Any], to_action: Callable[[Mapping[str, Any]], str]
+) -> Callable[..., Any]:
+    """An ``async`` method for the function `schema` that sends ``to_action(arguments)`` to
+    the env (`TRLEnvironment._play`); its signature, annotations and docstring describe
+    `schema` (see `environment_class`)."""
+    function = schema["function"]
+    name = str(function["name"])
+    parameters = function.get("parameters") or {}
+    properties: Mapping[str, Any] = parameters.get("properties") or {}
+    required = set(parameters.get("required") or ())
+
+    async def method(self: TRLEnvironment, **arguments: Any) -> str:
+        return await self._play(to_action(arguments))
+
+    receiver = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    signature_parameters = [receiver]
+    annotations: dict[str, Any] = {}
+    lines = [_one_line(function.get("description")) or name]
+    if properties:
+        lines += ["", "Args:"]
+    for parameter, spec in properties.items():
+        annotation = _annotation(spec)
+        optional = parameter not in required
+        signature_parameters.append(
+            inspect.Parameter(
+                parameter,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=None if optional else inspect.Parameter.empty,
+                annotation=annotation,
+            )
+        )
+        annotations[parameter] = annotation
+        lines.append(f"    {parameter}: {_one_line(spec.get('description')) or parameter}")
+    method.__name__ = method.__qualname__ = name
+    method.__doc__ = "\n".join(lines)
+    method.__annotations__ = annotations  # no return annotation: schemas have no "return"
+    method.__signature__ = inspect.Signature(signature_parameters)  # type: ignore[attr-defined]
+    return method
+
+
+def _one_line(text: Any) -> str:
+    """`text` with its whitespace runs collapsed to single spaces ("" for None)."""
+    return " ".join(str(text).split()) if text else ""
+
+
+def _annotation(spec: Any) -> Any:
+    """The Python annotation transformers' ``get_json_schema`` turns back into `spec`'s
+    type (``enum`` as ``Literal``, ``anyOf``/``oneOf`` and type lists as unions, arrays as
+    ``list[items]``, objects as ``dict[str, additionalProperties]``)."""
+    if not isinstance(spec, Mapping):
+        return _ANY_JSON
+    if spec.get("enum"):
+        return Literal[tuple(spec["enum"])]
+    alternatives = spec.get("anyOf") or spec.get("oneOf")
+    if alternatives:
+        return Union[tuple(_annotation(s) for s in alternatives)]  # noqa: UP007 - a runtime tuple
+    kind = spec.get("type")
+    if isinstance(kind, list):
+        return Union[tuple(_annotation({**spec, "type": k}) for k in kind)]  # noqa: UP007
+    if kind == "array":
+        items = spec.get("items")
+        if isinstance(items, Mapping) and items:
+            return types.GenericAlias(list, (_annotation(items),))
+        return list
+    if kind == "object":
+        values = spec.get("additionalProperties")
+        if isinstance(values, Mapping) and values:
+            return types.GenericAlias(dict, (str, _annotation(values)))
+        return dict
+    return _JSON_TYPES.get(kind, _ANY_JSON) if isinstance(kind, str) else _ANY_JSON

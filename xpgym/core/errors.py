@@ -141,7 +141,8 @@ def find_infra_cause(info: Mapping[str, Any]) -> InfraCause | None:
     """The infrastructure failure a step's `info` reports, or `None` for a normal step.
 
     Looked for, in order: the marker ``info["infra_error"]``; a tool call's marker,
-    ``info["tool_calls"][k]["info"]["infra_error"]``; the vector envs' failure report
+    ``info["tool_calls"][k]["info"]["infra_error"]`` (when ``tool_calls`` is a list of call
+    records; a toolgym env's count of calls is no marker); the vector envs' failure report
     ``info["error"]`` (kind ``"sub_env_timeout"`` when it is a ``TimeoutError``, else
     ``"sub_env_crash"``). A malformed marker (not a dict with a ``kind``) counts as
     ``"unknown"`` with the marker's text as message: a failure is never dropped.
@@ -149,7 +150,9 @@ def find_infra_cause(info: Mapping[str, Any]) -> InfraCause | None:
     marker = info.get(INFRA_ERROR_KEY)
     if marker is not None:
         return _cause(marker)
-    for call in info.get("tool_calls") or ():
+    calls = info.get("tool_calls")
+    # a list of call records (`ToolEnvWrapper`); toolgym envs count their calls there instead
+    for call in calls if isinstance(calls, list) else ():
         call_info = call.get("info") if isinstance(call, Mapping) else None
         if isinstance(call_info, Mapping) and call_info.get(INFRA_ERROR_KEY) is not None:
             return _cause(call_info[INFRA_ERROR_KEY])

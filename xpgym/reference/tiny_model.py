@@ -37,6 +37,9 @@ __all__ = [
     "CHATML_TEMPLATE",
     "PIECE_PATTERN",
     "SPECIAL_TOKENS",
+    "TOOL_CALL_TOKENS",
+    "TOOL_CHAT_TEMPLATE",
+    "TOOL_RESPONSE_TEMPLATE",
     "build_tiny_model",
     "build_tiny_tokenizer",
     "env_corpus",
@@ -63,6 +66,54 @@ CHATML_TEMPLATE = (
 )
 """ChatML, as in Qwen2 and SmolLM2, without a default system prompt."""
 
+TOOL_CALL_TOKENS: tuple[str, ...] = ("<tool_call>", "</tool_call>")
+"""With ``tool_calls``, each of these is one token (as in Qwen's tokenizers)."""
+
+TOOL_CHAT_TEMPLATE = (
+    "{% if tools %}"
+    "{{ '<|im_start|>system\n' }}"
+    "{% if messages[0]['role'] == 'system' %}{{ messages[0]['content'] + '\n\n' }}{% endif %}"
+    "{{ 'Tools:' }}{% for tool in tools %}{{ '\n' + (tool | tojson) }}{% endfor %}"
+    '{{ \'\nCall a tool with <tool_call>{"name": ..., "arguments": {...}}</tool_call>.\' }}'
+    "{{ '<|im_end|>\n' }}"
+    "{% endif %}"
+    "{% for message in messages %}"
+    "{% if not (tools and loop.first and message['role'] == 'system') %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') }}"
+    "{% for call in message.get('tool_calls') or [] %}"
+    "{% set function = call['function'] if call['function'] is defined else call %}"
+    "{{ '<tool_call>{\"name\": \"' + function['name'] + '\", \"arguments\": ' }}"
+    "{{ (function['arguments'] | tojson) + '}</tool_call>' }}"
+    "{% endfor %}"
+    "{{ '<|im_end|>\n' }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+"""`CHATML_TEMPLATE` with tools: a system message lists the ``tools`` (one JSON schema a
+line), an assistant message writes each of its ``tool_calls`` as
+``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` after its content, and a
+``tool`` message is a ChatML message of role ``tool``. Each message renders the same
+whatever follows it (prefix-preserving, as TRL's tool loop needs)."""
+
+TOOL_RESPONSE_TEMPLATE: dict[str, Any] = {
+    "defaults": {"role": "assistant"},
+    "start_anchor": "<|im_start|>assistant\n",
+    "fields": {
+        "tool_calls": {
+            "open": "<tool_call>",
+            "close_pattern": r"</tool_call>\s*",
+            "repeats": True,
+            "content": "json",
+            "transform": {"type": "function", "function": "{content}"},
+        },
+        "content": {"close_pattern": r"<\|im_end\|>\s*", "content": "text"},
+    },
+}
+"""The transformers response template (``tokenizer.response_template``, transformers >=
+5.13) that reads an assistant message of `TOOL_CHAT_TEMPLATE` back: its content and its
+tool calls (``parse_response``)."""
+
 _ROLES = ("system", "user", "assistant", "tool")
 
 
@@ -86,7 +137,11 @@ def env_corpus(env: Env, episodes: int = 20, seed: int = 0) -> list[str]:
 
 
 def build_tiny_tokenizer(
-    corpus: Iterable[str] = (), *, max_number: int = 100, extra_pieces: Iterable[str] = ()
+    corpus: Iterable[str] = (),
+    *,
+    max_number: int = 100,
+    extra_pieces: Iterable[str] = (),
+    tool_calls: bool = False,
 ) -> PreTrainedTokenizerFast:
     r"""A word-level tokenizer over `corpus` with a ChatML chat template.
 
@@ -98,11 +153,15 @@ def build_tiny_tokenizer(
         corpus: Texts whose pieces become tokens, e.g. ``env_corpus(env)``.
         max_number: Largest integer that is a single token; larger ones are ``<|unk|>``.
         extra_pieces: Further texts to add, cut the same way.
+        tool_calls: Chat with tools: `TOOL_CHAT_TEMPLATE` as the chat template (its own
+            text's pieces join the vocabulary; the tools' schemas and calls are the
+            caller's `corpus`), `TOOL_CALL_TOKENS` as tokens and `TOOL_RESPONSE_TEMPLATE` as
+            the response template.
 
     Returns:
         A ``transformers.PreTrainedTokenizerFast`` with ``eos_token="<|im_end|>"``,
         ``pad_token="<|pad|>"`` (distinct ids), no BOS, left padding, and `CHATML_TEMPLATE`
-        as its chat template.
+        (or `TOOL_CHAT_TEMPLATE`) as its chat template.
     """
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
@@ -113,7 +172,11 @@ def build_tiny_tokenizer(
     fixed = [*SPECIAL_TOKENS, BOXED_OPEN, *map(str, range(max_number + 1)), "\n", " ", *_ROLES]
     seen = set(fixed)
     pieces: set[str] = set()
-    for text in [*corpus, *extra_pieces]:
+    template_text = [TOOL_CHAT_TEMPLATE] if tool_calls else []
+    markers = TOOL_CALL_TOKENS if tool_calls else ()
+    for text in [*corpus, *extra_pieces, *template_text]:
+        for marker in markers:  # an added token, like \boxed{: never cut into pieces
+            text = text.replace(marker, BOXED_OPEN)
         for chunk in text.split(BOXED_OPEN):  # \boxed{ is an added token, never split
             for piece, _ in pre_tokenizer.pre_tokenize_str(chunk):
                 if piece not in seen and not piece.isdigit():
@@ -125,16 +188,21 @@ def build_tiny_tokenizer(
     tokenizer.decoder = decoders.Fuse()
     tokenizer.add_special_tokens([AddedToken(t, normalized=False) for t in SPECIAL_TOKENS])
     tokenizer.add_tokens([AddedToken(BOXED_OPEN, normalized=False)])
-    return PreTrainedTokenizerFast(
+    if tool_calls:
+        tokenizer.add_tokens([AddedToken(t, normalized=False) for t in TOOL_CALL_TOKENS])
+    built = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         pad_token=PAD,
         unk_token=UNK,
         eos_token=IM_END,
         padding_side="left",
-        chat_template=CHATML_TEMPLATE,
+        chat_template=TOOL_CHAT_TEMPLATE if tool_calls else CHATML_TEMPLATE,
         clean_up_tokenization_spaces=False,
         model_max_length=4096,
     )
+    if tool_calls:
+        built.response_template = TOOL_RESPONSE_TEMPLATE
+    return built
 
 
 def build_tiny_model(

@@ -32,7 +32,14 @@ from xpgym.training.layouts import episode_rows
 if TYPE_CHECKING:
     from xpgym.core.vector.base import VectorEnv
 
-__all__ = ["CORPUS_SEED", "PRETRAIN_SEED", "RandomValidGuesser", "number_range", "pretrain"]
+__all__ = [
+    "CORPUS_SEED",
+    "PRETRAIN_SEED",
+    "RandomValidGuesser",
+    "lm_step",
+    "number_range",
+    "pretrain",
+]
 
 CORPUS_SEED = 10_000_000
 """Reset seeds ``CORPUS_SEED, CORPUS_SEED + 1, ...`` play the episodes whose text builds the
@@ -78,6 +85,32 @@ def number_range(env_id: str) -> tuple[int, int]:
     return int(info["min_number"]), int(info["max_number"])
 
 
+def lm_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    input_ids: torch.Tensor,
+    attention_mask: torch.Tensor,
+) -> float:
+    """One optimizer step of `pretrain` on a batch of whole rows: the mean next-token NLL over
+    every token but each row's first, gradient norm clipped to 1.
+
+    Args:
+        input_ids, attention_mask: ``[B, T]``, right padding (``attention_mask`` 0 on pads).
+
+    Returns:
+        The loss (mean NLL per predicted token) before the step.
+    """
+    mask = attention_mask.float()
+    mask[:, 0] = 0.0  # right padding: column 0 is each row's first token, unpredicted
+    logp = token_logprobs(model, input_ids, attention_mask)
+    loss = -(logp * mask).sum() / mask.sum()  # NLL per predicted token
+    optimizer.zero_grad()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return float(loss.detach())
+
+
 def pretrain(
     model: torch.nn.Module,
     tokenizer: Any,
@@ -92,8 +125,8 @@ def pretrain(
     """Language-model pretraining of `model` on transcripts of `policy` playing `vec_env`.
 
     Step ``k`` plays `episodes_per_step` fresh episodes (seeded from ``PRETRAIN_SEED + k``)
-    and takes one AdamW step (learning rate `lr`, AdamW's default weight decay, gradient norm
-    clipped to 1) on the mean next-token NLL over **every** token of the episode rows
+    and takes one AdamW step (`lm_step`: learning rate `lr`, AdamW's default weight decay,
+    gradient norm clipped to 1) on the mean next-token NLL over **every** token of the episode rows
     (prompts, env text, template tokens and actions; padding excluded). Transcripts end at
     the last action: the final observation, which may reveal the target, is never in a row.
 
@@ -120,15 +153,7 @@ def pretrain(
         rows = episode_rows(episodes).pad(pad_token_id=tokenizer.pad_token_id)
         input_ids = torch.as_tensor(rows.input_ids, device=device)
         attention_mask = torch.as_tensor(rows.attention_mask, device=device)
-        mask = attention_mask.float()
-        mask[:, 0] = 0.0  # right padding: column 0 is each row's first token, unpredicted
-        logp = token_logprobs(model, input_ids, attention_mask)
-        loss = -(logp * mask).sum() / mask.sum()  # NLL per predicted token
-        optimizer.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        losses.append(float(loss.detach()))
+        losses.append(lm_step(model, optimizer, input_ids, attention_mask))
         if on_step is not None:
             on_step(step, losses[-1])
     return losses

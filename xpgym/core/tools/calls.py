@@ -70,6 +70,7 @@ __all__ = [
     "find_fenced_block",
     "find_function_calls",
     "find_tag",
+    "format_function_call",
     "format_function_instructions",
     "format_tool_instructions",
     "function_call_from_value",
@@ -506,6 +507,18 @@ def function_schema(
         "type": "function",
         "function": {"name": name, "description": description, "parameters": params},
     }
+
+
+def format_function_call(name: str, arguments: Mapping[str, Any]) -> str:
+    """One call in the JSON function-call format, as a model writes it:
+    ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (what `find_function_calls`
+    reads back as `name` and `arguments`).
+
+    Raises:
+        TypeError: `arguments` is not JSON-serialisable.
+    """
+    call = json.dumps({"name": name, "arguments": dict(arguments)})
+    return f"{TOOL_CALL_OPEN}{call}{TOOL_CALL_CLOSE}"
 
 
 def format_tool_instructions(tools: Sequence[Tool], *, max_tool_calls: int | None = None) -> str:

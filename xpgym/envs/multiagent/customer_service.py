@@ -67,7 +67,6 @@ scripted user or any user policy.
 from __future__ import annotations
 
 import copy
-import json
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
@@ -76,6 +75,7 @@ from xpgym.core.resources import Lease, ResourcePool
 from xpgym.core.tools.calls import (
     TOOL_CALL_OPEN,
     find_function_calls,
+    format_function_call,
     format_function_instructions,
 )
 from xpgym.envs.common.arguments import is_int
@@ -361,8 +361,7 @@ class CustomerServiceEnv(MultiAgentEnv):
         for name in function["parameters"]["properties"]:
             pool = self._pools[name]
             arguments[name] = pool[int(rng.integers(len(pool)))]
-        call = json.dumps({"name": function["name"], "arguments": arguments})
-        return f"{TOOL_CALL_OPEN}{call}</tool_call>"
+        return format_function_call(function["name"], arguments)
 
     def _get_state(self) -> dict[str, Any]:
         return {
