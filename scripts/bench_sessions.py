@@ -304,12 +304,16 @@ def _raise_open_files_limit() -> int:
 
 
 def summarize(rows: list[Row], sleep: float, cores: int) -> dict[str, Any]:
-    """Per server: the most sessions that met the goal and that per core; the ratio of
-    xpgym's OpenEnv endpoint to OpenEnv's own server at that bound."""
+    """Per server: the most sessions held within the bound (the largest N whose row and every
+    smaller N's row met the goal: one lucky row above a failed one does not count) and that
+    per core; the ratio of xpgym's OpenEnv endpoint to OpenEnv's own server there."""
     best: dict[str, int] = {}
-    for row in rows:
-        if row.meets_goal:
-            best[row.server] = max(best.get(row.server, 0), row.sessions)
+    failed: set[str] = set()
+    for row in sorted(rows, key=lambda r: r.sessions):
+        if not row.meets_goal:
+            failed.add(row.server)
+        elif row.server not in failed:
+            best[row.server] = row.sessions
     per_core = {server: n / cores for server, n in best.items()}
     ratio = None
     if best.get("openenv"):

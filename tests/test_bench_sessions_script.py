@@ -39,6 +39,8 @@ def test_the_summary_counts_only_rows_that_met_the_goal_and_compares_per_core(be
     assert summary["sessions_per_core_within_bound"] == {"xpgym-openenv": 256, "openenv": 128}
     assert summary["xpgym_openenv_over_openenv"] == pytest.approx(2.0)
     assert bench.summarize(rows[:3], 0.1, 2)["xpgym_openenv_over_openenv"] is None
+    lucky = [*rows, bench.Row("openenv", 1024, meets_goal=True)]  # above its failed 512
+    assert bench.summarize(lucky, 0.1, 2)["most_sessions_within_bound"]["openenv"] == 256
 
 
 def test_a_row_keeps_the_first_three_errors_and_counts_all(bench):
