@@ -26,8 +26,7 @@ def run_trl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
     """TRL's own ``GRPOTrainer.train()`` for ``cfg.steps`` steps from the model in `warm_dir`,
     on ``cfg.device`` (TRL's accelerator places the model; ``"cpu"`` sets ``use_cpu``)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from xpgym.adapters.trl import (
         TurnCreditGRPOTrainer,
@@ -59,33 +58,8 @@ def run_trl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         )
         return output
 
-    steps: list[dict[str, float]] = []
-
-    class StepClock(TrainerCallback):
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            steps.append({"begin": time.perf_counter()})
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            steps[-1]["end"] = time.perf_counter()
-
-    batch = cfg.tasks_per_step * cfg.group_size
-    config = GRPOConfig(
-        output_dir=str(out_dir / "trl_run"),
-        use_cpu=cfg.device == "cpu",
-        bf16=False,  # TRL defaults to bf16 autocast, which puts ~1e-3 between sampler and trainer
-        per_device_train_batch_size=batch,
-        num_generations=cfg.group_size,
-        learning_rate=cfg.lr,
-        lr_scheduler_type="constant",
-        beta=0.0,
-        temperature=1.0,
-        max_steps=cfg.steps,
-        max_completion_length=cfg.max_completion_length,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        seed=cfg.seed,
-    )
+    clock, steps = step_clock()
+    config = grpo_config(cfg, out_dir / "trl_run", cfg.max_completion_length)
     trainer = TurnCreditGRPOTrainer(
         model=model,
         processing_class=tokenizer,
@@ -97,15 +71,75 @@ def run_trl(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]:
         rollout_func=measured_rollout,
         turn_advantage="rebn",
         gamma=cfg.gamma,
-        callbacks=[StepClock()],
+        callbacks=[clock],
     )
     trainer.train()
+    return {"trainer": "trl", **trained(trainer, model, start, steps, rows, started)}
+
+
+def grpo_config(cfg: E2EConfig, output_dir: Path, max_completion_length: int) -> Any:
+    """The ``GRPOConfig`` of TRL's end-to-end runs: `cfg`'s batch (``tasks_per_step x
+    group_size`` completions, groups of ``group_size``), steps, learning rate and seed;
+    float32 (TRL defaults to bf16 autocast, which puts ~1e-3 between sampler and trainer),
+    no KL term, a constant learning rate, a log row per step, nothing saved or reported."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        use_cpu=cfg.device == "cpu",
+        bf16=False,
+        per_device_train_batch_size=cfg.tasks_per_step * cfg.group_size,
+        num_generations=cfg.group_size,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="constant",
+        beta=0.0,
+        temperature=1.0,
+        max_steps=cfg.steps,
+        max_completion_length=max_completion_length,
+        logging_steps=1,
+        save_strategy="no",
+        report_to=[],
+        seed=cfg.seed,
+    )
+
+
+def step_clock() -> tuple[Any, list[dict[str, float]]]:
+    """A transformers ``TrainerCallback`` timing each optimizer step, and the list it appends
+    ``{"begin": t, "end": t}`` (``time.perf_counter`` seconds) to, one dict per step."""
+    from transformers import TrainerCallback
+
+    steps: list[dict[str, float]] = []
+
+    class StepClock(TrainerCallback):
+        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            steps.append({"begin": time.perf_counter()})
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            steps[-1]["end"] = time.perf_counter()
+
+    return StepClock(), steps
+
+
+def trained(
+    trainer: Any,
+    model: Any,
+    start: dict[str, Any],
+    steps: list[dict[str, float]],
+    rows: list[dict[str, float]],
+    started: float,
+) -> dict[str, Any]:
+    """The result fields every TRL run reports after ``trainer.train()``: steps, times (from
+    `step_clock`'s `steps` and each rollout row's ``rollout_s``), policy tokens, TRL's logged
+    loss and grad norm, the largest ``logprob_gap`` of the rows, whether every parameter
+    of `model` moved from `start` (name -> initial tensor), and the versions."""
+    import torch
+
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
-    changed = [not torch.equal(start[n], p.detach().cpu()) for n, p in model.named_parameters()]
+    params = model.named_parameters()
+    changed = [not torch.equal(start[n], p.detach().cpu()) for n, p in params]
     step_s = [s["end"] - s["begin"] for s in steps if "end" in s]
     rollout_s = [r["rollout_s"] for r in rows[: len(step_s)]]
     return {
-        "trainer": "trl",
         "steps_completed": int(trainer.state.global_step),
         "startup_s": steps[0]["begin"] - started if steps else None,
         "step_s": step_s,

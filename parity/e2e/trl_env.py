@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from parity.e2e.config import E2EConfig
-from parity.shared.trainer_code import package_version
+from parity.e2e.trl import grpo_config, step_clock, trained
 from parity.shared.warm_model import warm_model_dir
 
 __all__ = ["MAX_COMPLETION_LENGTH", "TOOL_WARM_START", "run_trl_env"]
@@ -55,8 +55,8 @@ def run_trl_env(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]
     plain warm model the other runs share, not read: this run's tokenizer chats with tools;
     its warm model is built once and cached like the plain one)."""
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from trl import GRPOConfig, GRPOTrainer
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOTrainer
 
     from xpgym.adapters.trl import environment_class, task_dataset
     from xpgym.rollout.runner import make_tasks
@@ -103,33 +103,8 @@ def run_trl_env(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]
             )
             return output
 
-    steps: list[dict[str, float]] = []
-
-    class StepClock(TrainerCallback):
-        def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            steps.append({"begin": time.perf_counter()})
-
-        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            steps[-1]["end"] = time.perf_counter()
-
-    batch = cfg.tasks_per_step * cfg.group_size
-    config = GRPOConfig(
-        output_dir=str(out_dir / "trl_env_run"),
-        use_cpu=cfg.device == "cpu",
-        bf16=False,  # as the TRL run: float32 sampler and trainer
-        per_device_train_batch_size=batch,
-        num_generations=cfg.group_size,
-        learning_rate=cfg.lr,
-        lr_scheduler_type="constant",
-        beta=0.0,
-        temperature=1.0,
-        max_steps=cfg.steps,
-        max_completion_length=MAX_COMPLETION_LENGTH,
-        logging_steps=1,
-        save_strategy="no",
-        report_to=[],
-        seed=cfg.seed,
-    )
+    clock, steps = step_clock()
+    config = grpo_config(cfg, out_dir / "trl_env_run", MAX_COMPLETION_LENGTH)
     trainer = MeasuredGRPOTrainer(
         model=model,
         processing_class=tokenizer,
@@ -138,33 +113,19 @@ def run_trl_env(cfg: E2EConfig, out_dir: Path, warm_dir: Path) -> dict[str, Any]
             make_tasks(cfg.warm.env, cfg.steps * cfg.tasks_per_step, seed=cfg.seed), chat=True
         ),
         environment_factory=environment,
-        callbacks=[StepClock()],
+        callbacks=[clock],
     )
     trainer.train()
     logs = [entry for entry in trainer.state.log_history if "loss" in entry]
-    changed = [not torch.equal(start[n], p.detach().cpu()) for n, p in model.named_parameters()]
-    step_s = [s["end"] - s["begin"] for s in steps if "end" in s]
-    rollout_s = [r["rollout_s"] for r in rows[: len(step_s)]]
     reward_key = f"rewards/{environment.__name__}/mean"
     return {
         "trainer": "trl-env",
-        "steps_completed": int(trainer.state.global_step),
-        "startup_s": steps[0]["begin"] - started if steps else None,
-        "step_s": step_s,
-        "rollout_s": rollout_s,
-        "update_s": [s - r for s, r in zip(step_s, rollout_s, strict=False)],
-        "policy_tokens": [r["policy_tokens"] for r in rows],
+        **trained(trainer, model, start, steps, rows, started),
         "tool_calls": [r["tool_calls"] for r in rows],
         "env_reward": [r["env_reward"] for r in rows],
         "trl_env_reward": [float(entry.get(reward_key, math.nan)) for entry in logs],
         "frac_reward_zero_std": [float(entry["frac_reward_zero_std"]) for entry in logs],
-        "loss": [float(entry["loss"]) for entry in logs],
-        "grad_norm": [float(entry.get("grad_norm", math.nan)) for entry in logs],
-        "max_logprob_gap": max((r["logprob_gap"] for r in rows), default=math.nan),
-        "all_params_changed": all(changed),
-        "params_changed": f"{sum(changed)}/{len(changed)}",
         "warm_model": str(tool_dir),
-        "versions": {name: package_version(name) for name in ("trl", "transformers", "torch")},
     }
 
 

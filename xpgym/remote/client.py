@@ -44,19 +44,18 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import threading
 from typing import Any
 
 from xpgym.core.registry import EnvSpec
-from xpgym.remote import SCHEME, TOKEN_ENV
+from xpgym.remote import SCHEME
 from xpgym.remote.transport import (
     HttpConnection,
     RemoteClientEnv,
     RemoteEnvError,
-    SecretStr,
     check_server_url,
     remote_failure_info,
+    resolve_token,
 )
 
 __all__ = [
@@ -137,8 +136,7 @@ class RemoteEnv(RemoteClientEnv):
         token: str | None = None,
         **env_kwargs: Any,
     ) -> None:
-        token = token or os.environ.get(TOKEN_ENV) or None
-        token = None if token is None else SecretStr(token)
+        token = resolve_token(token)
         self._keep_options(
             url=url,
             env_id=env_id,

@@ -65,7 +65,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import threading
 import time
 from typing import Any
@@ -75,15 +74,15 @@ from websockets.sync.client import ClientConnection, connect
 
 from xpgym.core.registry import EnvSpec
 from xpgym.core.tools.calls import random_value, validate_arguments
-from xpgym.remote import OPENENV_SCHEME, TOKEN_ENV
+from xpgym.remote import OPENENV_SCHEME
 from xpgym.remote.guard import is_loopback
 from xpgym.remote.transport import (
     HttpConnection,
     RemoteClientEnv,
     RemoteEnvError,
-    SecretStr,
     check_server_url,
     remote_failure_info,
+    resolve_token,
 )
 
 __all__ = ["OpenEnvEnv", "openenv_spec", "parse_openenv_id"]
@@ -167,8 +166,7 @@ class OpenEnvEnv(RemoteClientEnv):
         token: str | None = None,
         max_message_bytes: int = 100 * 2**20,
     ) -> None:
-        token = token or os.environ.get(TOKEN_ENV) or None
-        token = None if token is None else SecretStr(token)
+        token = resolve_token(token)
         self._keep_options(
             url=url,
             timeout=timeout,

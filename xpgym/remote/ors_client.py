@@ -72,7 +72,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import threading
 import urllib.parse
 from typing import Any
@@ -87,15 +86,15 @@ from xpgym.core.tools.calls import (
     random_value,
     validate_arguments,
 )
-from xpgym.remote import ORS_SCHEME, TOKEN_ENV
+from xpgym.remote import ORS_SCHEME
 from xpgym.remote.transport import (
     HttpConnection,
     HttpReply,
     RemoteClientEnv,
     RemoteEnvError,
-    SecretStr,
     check_server_url,
     remote_failure_info,
+    resolve_token,
 )
 
 __all__ = ["ORSEnv", "ors_spec", "parse_ors_id"]
@@ -204,8 +203,7 @@ class ORSEnv(RemoteClientEnv):
         max_retries: int = 2,
         token: str | None = None,
     ) -> None:
-        token = token or os.environ.get(TOKEN_ENV) or None
-        token = None if token is None else SecretStr(token)
+        token = resolve_token(token)
         self._keep_options(
             url=url,
             env_name=env_name,

@@ -27,6 +27,7 @@ import dataclasses
 import http.client
 import json
 import logging
+import os
 import random
 import time
 import urllib.parse
@@ -36,6 +37,7 @@ from typing import Any
 from xpgym.core.env import Env
 from xpgym.core.errors import INFRA_ERROR_KEY, InfraCause
 from xpgym.core.registry import EnvSpec
+from xpgym.remote import TOKEN_ENV
 
 __all__ = [
     "HttpConnection",
@@ -45,6 +47,7 @@ __all__ = [
     "SecretStr",
     "check_server_url",
     "remote_failure_info",
+    "resolve_token",
 ]
 
 logger = logging.getLogger(__name__)
@@ -60,6 +63,13 @@ class SecretStr(str):
 
     def __repr__(self) -> str:
         return "'***'"
+
+
+def resolve_token(token: str | None) -> SecretStr | None:
+    """The bearer token a client sends: `token`, else ``XPGYM_SERVER_TOKEN`` from the
+    environment, else none; masked in reprs (`SecretStr`)."""
+    token = token or os.environ.get(TOKEN_ENV) or None
+    return None if token is None else SecretStr(token)
 
 
 class RemoteEnvError(RuntimeError):
