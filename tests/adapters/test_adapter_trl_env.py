@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import pytest
@@ -29,6 +30,7 @@ from xpgym.adapters.trl import (
     environment_class,
     task_dataset,
 )
+from xpgym.core import registry
 from xpgym.core.tools.decorator import tool
 from xpgym.core.wrappers.tools import ToolEnvWrapper
 from xpgym.reference.tiny_model import build_tiny_tokenizer
@@ -65,9 +67,12 @@ def reset_tool() -> str:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def toy_envs() -> None:
-    xpgym.register(TOY, entry_point=ToyEnv, override=True)
-    xpgym.register(TYPED, entry_point=lambda: ToolEnvWrapper(ToyEnv(), [lookup]), override=True)
+def toy_envs() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
+        xpgym.register(TOY, entry_point=ToyEnv)
+        xpgym.register(TYPED, entry_point=lambda: ToolEnvWrapper(ToyEnv(), [lookup]))
+        yield
 
 
 def tools_of(cls: type[TRLEnvironment]) -> dict[str, Any]:
@@ -222,9 +227,12 @@ def test_reward_and_tools_before_reset_are_refused() -> None:
         play(environment, ACTION_TOOL, action="x")
 
 
-def test_a_tool_named_like_a_method_trl_reserves_is_refused() -> None:
+def test_a_tool_named_like_a_method_trl_reserves_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
     clash = "test:TRLEnvClash-v0"
-    xpgym.register(clash, entry_point=lambda: ToolEnvWrapper(ToyEnv(), [reset_tool]), override=True)
+    xpgym.register(clash, entry_point=lambda: ToolEnvWrapper(ToyEnv(), [reset_tool]))
     with pytest.raises(ValueError, match="tool named 'reset'"):
         environment_class(clash)
 

@@ -26,6 +26,7 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 
 import xpgym
+from xpgym.core import registry
 from xpgym.core.env import Env
 from xpgym.remote import BackgroundServer
 from xpgym.remote.server import EnvServer
@@ -50,8 +51,11 @@ class OptionsEnv(Env[str]):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _options_env_registered() -> None:
-    xpgym.register(OPTIONS, OptionsEnv, override=True)
+def _options_env_registered() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
+        xpgym.register(OPTIONS, OptionsEnv)
+        yield
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ from hang_guard import HANG_GUARD_S, wait_until
 from toy_envs import ToyEnv
 
 import xpgym
+from xpgym.core import registry
 from xpgym.remote import BackgroundServer, RemoteEnv, ors_server
 from xpgym.remote.ors_server import ACTION_TOOL, CHUNK_CHARS, MAX_TASK_RANGE, SPLITS
 
@@ -56,8 +57,11 @@ class GateEnv(ToyEnv):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _gate_registered() -> None:
-    xpgym.register(GATED, GateEnv, override=True, episode_length=3)
+def _gate_registered() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(registry, "registry", dict(registry.registry))  # no id left behind
+        xpgym.register(GATED, GateEnv, episode_length=3)
+        yield
 
 
 @pytest.fixture(scope="module")
