@@ -493,6 +493,22 @@ def test_connection_failures_raise_at_construction_without_leaks(tmp_path: Path)
     assert set(mcp_threads()) - before_threads == set()
 
 
+def test_a_server_that_ignores_eof_and_sigterm_is_killed_before_a_connect_timeout_raises() -> None:
+    """The SDK ends a stdio server inside a shielded scope (stdin closed, 2 s, SIGTERM, 2 s,
+    SIGKILL); abandoning a connection must let that finish, or this server outlives us."""
+    stubborn = StdioServerParameters(
+        command=sys.executable,
+        args=[
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)",
+        ],
+    )
+    before = child_processes()
+    with pytest.raises(MCPConnectionError, match=r"within 0\.5 s"):
+        MCPToolset(stubborn, connect_timeout_s=0.5)
+    assert child_processes() - before == set()
+
+
 # ------------------------------------------------------------------ result formatting
 
 

@@ -72,13 +72,25 @@ def toolset(tmp_path: Path) -> Iterator[MCPToolset]:
         box.close()
 
 
+_SEEN_SERVER_PIDS: set[int] = set()
+
+
 def server_pids() -> set[int]:
-    """The running (not yet reaped) SQLite server processes this test process started."""
-    return {
-        child.pid
-        for child in psutil.Process().children()
-        if "xpgym.mcp_servers.sqlite_server" in " ".join(child.cmdline())
-    }
+    """The SQLite server processes this test process started that are not reaped yet: the
+    running ones, and the exited ones (zombies, whose command line cannot be read any more)
+    that an earlier look saw as servers."""
+    pids = set()
+    for child in psutil.Process().children():
+        try:
+            if "xpgym.mcp_servers.sqlite_server" in " ".join(child.cmdline()):
+                _SEEN_SERVER_PIDS.add(child.pid)
+                pids.add(child.pid)
+        except psutil.ZombieProcess:
+            if child.pid in _SEEN_SERVER_PIDS:
+                pids.add(child.pid)
+        except psutil.NoSuchProcess:
+            pass  # reaped since it was listed
+    return pids
 
 
 def server_process() -> psutil.Process:

@@ -295,12 +295,17 @@ class _Session:
     Attributes:
         ready: Set (on the loop) to the listed functions once the client is connected.
         stop: Set to leave the client normally (`MCPToolset._end`).
+        scope: The anyio cancel scope around the client; cancelling it (never the task
+            itself) abandons the session. The SDK's stdio transport ends its server inside a
+            shielded scope, which an anyio cancel respects and a native ``task.cancel()``
+            would cut short, leaving the server running after `close`.
         task: The task running `MCPToolset._hold_session`.
         client: The entered `mcp.Client`, once ready.
         lost: Why the session is given up (`None` while it is usable).
     """
 
     ready: asyncio.Future[list[Any]]
+    scope: Any
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
     client: Any = None
@@ -406,30 +411,35 @@ class MCPToolset:
     async def _hold_session(self, session: _Session) -> None:
         """Enter the client, list the functions, then keep the session until `session.stop`."""
         mcp = _import_mcp()
-        async with mcp.Client(self._make_target(), mode=self.mode) as client:
-            listed: list[Any] = []
-            cursor = None
-            while True:
-                page = await client.list_tools(cursor=cursor)
-                listed.extend(page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
-            session.client = client
-            if session.ready.done():  # given up by `_connect` meanwhile
-                return
-            session.ready.set_result(listed)
-            await session.stop.wait()
+        with session.scope:
+            async with mcp.Client(self._make_target(), mode=self.mode) as client:
+                listed: list[Any] = []
+                cursor = None
+                while True:
+                    page = await client.list_tools(cursor=cursor)
+                    listed.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None:
+                        break
+                session.client = client
+                if session.ready.done():  # given up by `_connect` meanwhile
+                    return
+                session.ready.set_result(listed)
+                await session.stop.wait()
+        if session.scope.cancelled_caught and session.lost is None:
+            session.lost = f"the connection to MCP server {self.label} was abandoned"
 
     async def _connect(self) -> tuple[_Session, list[Any]]:
         """Runs on the loop: start a session and wait until it is ready.
 
         Raises:
             MCPConnectionError: It failed or was not ready within `connect_timeout_s`; its
-                task is then cancelled (its cleanup goes on in the background, and `close`
+                scope is then cancelled (its cleanup goes on in the background, and `close`
                 waits for it).
         """
-        session = _Session(ready=self._loop.create_future())
+        import anyio  # a dependency of the MCP SDK
+
+        session = _Session(ready=self._loop.create_future(), scope=anyio.CancelScope())
         session.task = task = asyncio.create_task(self._hold_session(session))
         self._sessions.add(session)
         task.add_done_callback(lambda ended: self._session_ended(session, ended))
@@ -447,7 +457,7 @@ class MCPToolset:
             raise MCPConnectionError(
                 f"cannot connect to MCP server {self.label}: {_describe(exc)}"
             ) from exc
-        task.cancel()
+        session.scope.cancel()
         raise MCPConnectionError(
             f"MCP server {self.label} did not start and list its tools within "
             f"{self.connect_timeout_s:g} s"
@@ -469,7 +479,7 @@ class MCPToolset:
         if session.ready.done() and not session.ready.cancelled():
             session.stop.set()
         else:
-            session.task.cancel()
+            session.scope.cancel()
 
     async def _session_for_call(self, name: str) -> _Session | ToolResult:
         """Runs on the loop: the session a call goes to, reconnecting first if it was lost;
