@@ -18,8 +18,8 @@ its thread, so a worker process's own step timer cannot end it: only the test's 
 parent's deadline can.
 
 Every `FaultEnv` also writes ``pid-<name>`` (its process's pid) when it is built, so a test
-can kill the process between two steps. `register_fault_env` registers it as
-``faults:Fault-v0`` for an env server.
+can kill the process between two steps, and ``closed-<name>`` once it is closed.
+`register_fault_env` registers it as ``faults:Fault-v0`` for an env server.
 """
 
 from __future__ import annotations
@@ -170,6 +170,7 @@ class FaultEnv(ToyEnv):
     def close(self) -> None:
         self._fault("close")
         super().close()
+        (self.marker_dir / f"closed-{self.name}").touch()
 
 
 def infra_kind(info: Mapping[str, Any]) -> str | None:

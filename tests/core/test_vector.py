@@ -293,6 +293,13 @@ def test_sync_backend_rejects_step_timeout():
         SyncVectorEnv(toy_fns(1), step_timeout=1.0)
 
 
+@pytest.mark.parametrize("name", ["step_timeout", "start_timeout"])
+@pytest.mark.parametrize("value", [0, -1.5])
+def test_a_timeout_that_is_not_positive_is_refused(name, value):
+    with pytest.raises(ValueError, match=f"{name} must be positive seconds"):
+        ThreadVectorEnv(toy_fns(1), **{name: value})
+
+
 class UninterruptibleEnv(ToyEnv):
     """Blocks SIGALRM before sleeping: only killing its process can stop it."""
 

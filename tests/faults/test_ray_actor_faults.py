@@ -1,17 +1,11 @@
-"""`RayVectorEnv`: an actor killed (SIGKILL) during a step and between two steps
+"""`RayVectorEnv`: an actor killed (SIGKILL) at each moment of its life
 (`xpgym.core.vector.ray_backend`, `xpgym.core.vector.hosted`).
 
-Four sub-envs on two actors: actor 0 hosts sub-envs 0 and 1 (`HIT`), actor 1 hosts 2 and 3
-(`SPARED`). Sub-env 0 is a `FaultEnv`; the test kills its actor's process as soon as it
-announces itself stalled in a step, or between two steps. The documented outcome:
-
-==============  ==========================================================================
-moment          outcome
-==============  ==========================================================================
-step            `HIT` truncated with the ``sub_env_crash`` infra marker, `SPARED` step on;
-                the actor is replaced, and the next step resets `HIT`
-between steps   as ``step``, at the next step
-==============  ==========================================================================
+Four sub-envs on two actors: actor 0 hosts sub-envs 0 and 1 (hit), actor 1 hosts 2 and 3
+(spared). The cases and their documented outcomes are `vector_fault_cases`, the same as for
+`ProcessVectorEnv`'s worker processes: construction, reset, step, between two steps, `call`,
+`get_attr` and close. A hung actor (one that misses its deadline) is covered by
+`tests/core/test_ray_vector.py`.
 
 Ray is started once for the module (``num_cpus=2``, no dashboard); each case checks that the
 killed actor's process is gone (reaped by Ray), and the module's teardown that after
@@ -23,15 +17,14 @@ per-case `no_orphans` count of the other files does not apply here.
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from fault_envs import FaultEnv, assert_hit_and_spared, assert_recovers, built_pid, signal_when
 from hang_guard import wait_until
+from vector_fault_cases import MOMENTS, VectorFaultSetup, fault_env_fns, run_case
 
 ray = pytest.importorskip("ray", reason='Ray is an extra: pip install "xpgym[ray]"')
 psutil = pytest.importorskip("psutil", reason="counting the process tree needs psutil")
@@ -74,40 +67,17 @@ def ray_cluster() -> Iterator[None]:
     assert not left, f"processes left behind after ray.shutdown: {sorted(left)}"
 
 
-def make_vec(marker_dir: Path, at: str) -> RayVectorEnv:
-    fns = [
-        functools.partial(
-            FaultEnv, str(marker_dir), str(i), at if i == 0 else "", episode_length=10
-        )
-        for i in range(4)
-    ]
-    vec = RayVectorEnv(fns, num_actors=2)
+def make_vec(marker_dir: Path, at: str, sig: int) -> RayVectorEnv:
+    vec = RayVectorEnv(fault_env_fns(marker_dir, at), num_actors=2)
     assert vec.actor_indices == [list(HIT), list(SPARED)]
     return vec
 
 
-def assert_gone(pid: int) -> None:
-    """The killed actor's process is reaped: not alive, not a zombie."""
+SETUP = VectorFaultSetup(make_vec, hit=HIT, spared=SPARED)
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+def test_an_actor_killed_ends_in_the_documented_outcome(marker_dir: Path, moment: str) -> None:
+    pid = run_case(SETUP, moment, marker_dir, signal.SIGKILL)
+    # The killed actor's process is reaped by Ray: not alive, not a zombie.
     assert wait_until(lambda: pid not in descendants()), pid
-
-
-def test_an_actor_killed_during_a_step_truncates_only_its_sub_envs(marker_dir: Path) -> None:
-    with make_vec(marker_dir, "step") as vec:
-        vec.reset(seed=0)
-        killer = signal_when(marker_dir, "step", signal.SIGKILL)
-        batch = vec.step(["x"] * 4)
-        assert_hit_and_spared(batch, HIT, SPARED, turn=1, kind="sub_env_crash")
-        assert_gone(killer.result())
-        assert_recovers(vec, HIT, SPARED, spared_turn=2)
-
-
-def test_an_actor_killed_between_steps_truncates_only_its_sub_envs(marker_dir: Path) -> None:
-    with make_vec(marker_dir, "") as vec:
-        vec.reset(seed=0)
-        vec.step(["x"] * 4)
-        pid = built_pid(marker_dir, "0")
-        os.kill(pid, signal.SIGKILL)
-        assert_gone(pid)
-        batch = vec.step(["x"] * 4)
-        assert_hit_and_spared(batch, HIT, SPARED, turn=2, kind="sub_env_crash")
-        assert_recovers(vec, HIT, SPARED, spared_turn=3)

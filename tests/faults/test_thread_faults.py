@@ -8,7 +8,8 @@ healthy. The documented outcome, per moment:
 ==============  ==========================================================================
 moment          outcome (``raise``; ``stall`` past ``step_timeout`` where it differs)
 ==============  ==========================================================================
-construction    the constructor raises `SubEnvError` (index 0, ``"construction"``)
+construction    the constructor raises `SubEnvError` (index 0, ``"construction"``); with
+                a stall, past ``start_timeout``, and the sub-env built meanwhile is closed
 reset           `reset` raises `SubEnvError` (index 0, ``"reset"``); the next reset works
 step            sub-env 0 truncated with ``"sub_env_crash"`` (``"sub_env_timeout"``),
                 sub-env 1 steps on; the next step resets sub-env 0
@@ -18,9 +19,8 @@ call, get_attr  it raises `SubEnvError` (index 0); sub-env 1 steps on. A raise l
 close           `close` returns without raising
 ==============  ==========================================================================
 
-A stall at construction has no documented bound (``step_timeout`` covers steps, resets,
-calls and close), so it is not a case here. Every case ends with no thread left running once
-its stall has ended (`no_stray_threads`).
+``step_timeout`` bounds steps, resets, calls and close; ``start_timeout`` construction. Every
+case ends with no thread left running once its stall has ended (`no_stray_threads`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,8 @@ def make_vec(marker_dir: Path, at: str, how: str) -> ThreadVectorEnv:
         functools.partial(FaultEnv, str(marker_dir), str(i), at if i == 0 else "", how, 10)
         for i in range(2)
     ]
-    return ThreadVectorEnv(fns, step_timeout=STEP_TIMEOUT if how == "stall" else None)
+    timeout = STEP_TIMEOUT if how == "stall" else None
+    return ThreadVectorEnv(fns, step_timeout=timeout, start_timeout=timeout)
 
 
 def assert_steps_on(vec: ThreadVectorEnv, turn: int, *, zero_lost: bool) -> None:
@@ -71,6 +72,9 @@ def fault_in_construction(marker_dir: Path, how: str) -> None:
     with pytest.raises(SubEnvError) as raised:
         make_vec(marker_dir, "construction", how)
     assert (raised.value.index, raised.value.operation) == (0, "construction")
+    if how == "stall":
+        assert "not built within" in str(raised.value)
+    assert (marker_dir / "closed-1").exists(), "the healthy sub-env was left unclosed"
 
 
 def fault_in_reset(marker_dir: Path, how: str) -> None:
@@ -131,9 +135,9 @@ SCENARIOS: dict[str, Callable[[Path, str], None]] = {
 
 CASES = [
     *[(moment, "raise") for moment in SCENARIOS],
-    *[(moment, "stall") for moment in SCENARIOS if moment != "construction"],
+    *[(moment, "stall") for moment in SCENARIOS],
 ]
-"""(moment, fault): every moment raises; every moment with a documented bound stalls."""
+"""(moment, fault): every moment raises, and stalls past its timeout."""
 
 
 @pytest.mark.parametrize(("moment", "how"), CASES, ids=[f"{m}-{h}" for m, h in CASES])

@@ -27,7 +27,8 @@ xpgym extensions:
   ``(last observation, 0.0, terminated=False, truncated=True, {"error": "..."})``; the
   broken env is discarded and rebuilt from its factory at its next reset (its RNG then
   starts from fresh OS entropy). Exceptions in an explicit `reset()` are raised as
-  `SubEnvError`.
+  `SubEnvError`. Construction is bounded by ``start_timeout`` (thread, process and Ray
+  backends): sub-envs not built within it raise `SubEnvError(index, "construction")`.
 * Seeds: ``reset(seed=s)`` seeds sub-env `i` with ``derive_seeds(s, num_envs)[i]``, which
   does not depend on `num_envs` for a given `i`, and never overlaps another `s` the way
   ``s + i`` does. A list of seeds is used as given.
@@ -212,6 +213,11 @@ class VectorEnv:
         autoreset_mode: `AutoresetMode` or its string name/value. Default ``NEXT_STEP``.
         step_timeout: Seconds a sub-env's step may take before it is truncated with
             ``info["error"]`` (thread, process and Ray backends).
+        start_timeout: Seconds the sub-envs may take to be built (thread, process and Ray
+            backends): at construction, and for a worker or actor that replaces a dead one.
+            Past it the constructor (or the step that replaced the host) raises
+            `SubEnvError(index, "construction")`; a worker or actor that missed it is
+            killed, a thread is abandoned. `None` waits as long as the build takes.
 
     Attributes:
         num_envs: Number of sub-envs.
@@ -227,23 +233,27 @@ class VectorEnv:
         *,
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         step_timeout: float | None = None,
+        start_timeout: float | None = None,
     ) -> None:
         if not env_fns:
             raise ValueError(f"{type(self).__name__} needs at least one env factory")
         if not all(callable(fn) for fn in env_fns):
             raise TypeError("env_fns must be zero-argument callables that build an Env")
-        if step_timeout is not None:
+        for name, timeout in (("step_timeout", step_timeout), ("start_timeout", start_timeout)):
+            if timeout is None:
+                continue
             if not self.supports_step_timeout:
                 raise ValueError(
-                    f"{type(self).__name__} steps sub-envs in the calling thread and cannot "
-                    "time them out; use vectorization_mode='thread' or 'process'"
+                    f"{type(self).__name__} runs sub-envs in the calling thread and cannot "
+                    f"time them out ({name}); use vectorization_mode='thread' or 'process'"
                 )
-            if step_timeout <= 0:
-                raise ValueError(f"step_timeout must be positive seconds, got {step_timeout!r}")
+            if timeout <= 0:
+                raise ValueError(f"{name} must be positive seconds, got {timeout!r}")
         self.env_fns = list(env_fns)
         self.num_envs = len(env_fns)
         self.autoreset_mode = AutoresetMode.parse(autoreset_mode)
         self.step_timeout = step_timeout
+        self.start_timeout = start_timeout
         self.metadata: dict[str, Any] = {"autoreset_mode": self.autoreset_mode}
         self.closed = False
         self._observations: list[Any] = [None] * self.num_envs

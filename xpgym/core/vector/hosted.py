@@ -88,7 +88,16 @@ class SubEnvHost:
                 signal.signal(signal.SIGALRM, _on_alarm)
             else:
                 self.step_timeout = None
-        self.subenvs = {i: SubEnv(fn, build=build) for i, fn in env_fns.items()}
+        self.subenvs: dict[int, SubEnv] = {}
+        try:
+            for i, fn in env_fns.items():
+                self.subenvs[i] = SubEnv(fn, build=build)
+        except BaseException:
+            for built in self.subenvs.values():  # closed, not left to the process's exit
+                built.discard()
+            if self.pool is not None:
+                self.pool.close()
+            raise
 
     def _timed(self, fn: Callable[[], Any]) -> Any:
         if self.step_timeout is None or self.pool is not None:

@@ -119,6 +119,9 @@ class ProcessVectorEnv(HostedVectorEnv):
             Default: all the sub-envs it hosts, or 1 with a `step_timeout` (so that an
             overrunning step is interrupted, not abandoned to its thread).
         context: ``multiprocessing`` start method (default ``"spawn"``).
+        start_timeout: Seconds a worker may take to start and build its sub-envs, at
+            construction and when it replaces a dead one; past it the worker is killed and
+            `SubEnvError(index, "construction")` raised. `None` waits.
     """
 
     host_kind = "worker process"
@@ -132,8 +135,14 @@ class ProcessVectorEnv(HostedVectorEnv):
         num_workers: int | None = None,
         threads_per_worker: int | None = None,
         context: str = "spawn",
+        start_timeout: float | None = None,
     ) -> None:
-        super().__init__(env_fns, autoreset_mode=autoreset_mode, step_timeout=step_timeout)
+        super().__init__(
+            env_fns,
+            autoreset_mode=autoreset_mode,
+            step_timeout=step_timeout,
+            start_timeout=start_timeout,
+        )
         num_workers = min(self.num_envs, num_workers or os.cpu_count() or 1)
         if num_workers < 1:
             raise ValueError(f"num_workers must be >= 1, got {num_workers}")
@@ -230,11 +239,16 @@ class ProcessVectorEnv(HostedVectorEnv):
         self._check_started(w, "restarted worker")
 
     def _check_started(self, w: int, label: str) -> None:
-        """Wait for worker `w`'s construction report; raise `SubEnvError` unless it is ok
-        (a worker that died before reporting reports ``"died"``)."""
+        """Wait (up to `start_timeout`) for worker `w`'s construction report; unless it is
+        ok, kill the worker and raise `SubEnvError`."""
         worker = self._workers[w]
-        ((status, detail),) = self._receive(worker, timeout=None) or [("error", "died")]
+        reply = self._receive(worker, timeout=self.start_timeout)
+        if reply is None:
+            alive = worker.process.is_alive()
+            reply = [("error", f"not built within {self.start_timeout}s" if alive else "died")]
+        ((status, detail),) = reply
         if status != "ok":
+            worker.kill()
             raise SubEnvError(worker.indices[0], "construction", f"{label} {w}: {detail}")
 
     def _close_backend(self) -> None:

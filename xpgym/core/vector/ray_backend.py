@@ -48,7 +48,6 @@ __all__ = ["RayVectorEnv"]
 
 logger = logging.getLogger(__name__)
 
-_START_TIMEOUT = 300.0  # seconds an actor may take to be scheduled and start
 _CLOSE_TIMEOUT = 10.0  # seconds actors get to close their sub-envs before they are killed
 
 # Ray instance started by this module (not by the user): shut down with its last user.
@@ -98,6 +97,10 @@ class RayVectorEnv(HostedVectorEnv):
             actor defaults.
         kill_grace: Seconds beyond ``step_timeout * <its tasks>`` an actor gets to answer
             before it is killed and replaced (only with ``step_timeout``).
+        start_timeout: Seconds an actor may take to be scheduled, start and build its
+            sub-envs, at construction and when it replaces a dead one; past it the actor is
+            killed and `SubEnvError(index, "construction")` raised. `None` waits (an actor
+            asking for resources the cluster never has then waits forever).
 
     Attributes:
         actor_indices: The sub-env indices each actor hosts (one list per actor).
@@ -120,8 +123,14 @@ class RayVectorEnv(HostedVectorEnv):
         threads_per_actor: int | None = None,
         actor_options: Mapping[str, Any] | None = None,
         kill_grace: float = 5.0,
+        start_timeout: float | None = 300.0,
     ) -> None:
-        super().__init__(env_fns, autoreset_mode=autoreset_mode, step_timeout=step_timeout)
+        super().__init__(
+            env_fns,
+            autoreset_mode=autoreset_mode,
+            step_timeout=step_timeout,
+            start_timeout=start_timeout,
+        )
         self.closed = True  # until the actors exist: nothing for close() to do
         if num_actors is not None and envs_per_actor is not None:
             raise ValueError(
@@ -182,17 +191,22 @@ class RayVectorEnv(HostedVectorEnv):
         return self._actor_cls.remote(fns, self.step_timeout, build, threads)
 
     def _await_ready(self, a: int) -> None:
+        """Wait (up to `start_timeout`) until actor `a` has built its sub-envs; unless it
+        has, kill it and raise `SubEnvError`."""
         ray, indices = self._ray, self.actor_indices[a]
         try:
-            detail = ray.get(self._actors[a].ready.remote(), timeout=_START_TIMEOUT)
+            detail = ray.get(self._actors[a].ready.remote(), timeout=self.start_timeout)
         except ray.exceptions.GetTimeoutError:
             detail = (
-                f"actor {a} did not start within {_START_TIMEOUT:.0f}s; does the cluster have "
-                f"the resources actor_options asks for? ({ray.available_resources()})"
+                f"actor {a} was not started and built within {self.start_timeout}s; does the "
+                f"cluster have the resources actor_options asks for? "
+                f"({ray.available_resources()})"
             )
         except ray.exceptions.RayError as exc:
             detail = f"actor {a} failed to start: {exc}"
         if detail is not None:
+            with contextlib.suppress(Exception):
+                ray.kill(self._actors[a], no_restart=True)
             raise SubEnvError(indices[0], "construction", detail)
 
     def _dispatch(self, command: str, tasks: list[tuple]) -> list[tuple[str, Any] | None]:

@@ -47,6 +47,10 @@ class ThreadVectorEnv(VectorEnv):
         step_timeout: Seconds a step or reset may take; an overrunning step is truncated
             with ``info["error"]`` and its sub-env rebuilt (see module docstring).
         num_threads: Helper threads (default `num_envs`, so every sub-env can wait at once).
+        start_timeout: Seconds the sub-envs may take to be built; past it the constructor
+            raises `SubEnvError(index, "construction")` and the thread stuck in the build is
+            abandoned (it ends when the factory returns; that env is then dropped unclosed).
+            `None` waits.
     """
 
     def __init__(
@@ -56,20 +60,31 @@ class ThreadVectorEnv(VectorEnv):
         autoreset_mode: AutoresetMode | str = AutoresetMode.NEXT_STEP,
         step_timeout: float | None = None,
         num_threads: int | None = None,
+        start_timeout: float | None = None,
     ) -> None:
-        super().__init__(env_fns, autoreset_mode=autoreset_mode, step_timeout=step_timeout)
+        super().__init__(
+            env_fns,
+            autoreset_mode=autoreset_mode,
+            step_timeout=step_timeout,
+            start_timeout=start_timeout,
+        )
         num_threads = self.num_envs if num_threads is None else num_threads
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
         self._pool = WorkSharingPool(num_threads, name=f"xpgym-vec-{id(self):x}")
         try:
             fns = self.env_fns
-            built = self._pool.run(lambda i: SubEnv(fns[i]), self.num_envs, None)
-            self._subenvs: list[SubEnv] = []
+            built = self._pool.run(lambda i: SubEnv(fns[i]), self.num_envs, start_timeout)
             for i, sub in enumerate(built):
+                if sub is TIMED_OUT or isinstance(sub, Failed):
+                    for other in built:  # the ones that were built are not leaked
+                        if isinstance(other, SubEnv):
+                            other.discard()
+                if sub is TIMED_OUT:
+                    raise SubEnvError(i, "construction", f"not built within {start_timeout}s")
                 if isinstance(sub, Failed):
                     raise SubEnvError(i, "construction", repr(sub.exc)) from sub.exc
-                self._subenvs.append(sub)
+            self._subenvs: list[SubEnv] = built
         except BaseException:
             self._pool.close()
             raise
