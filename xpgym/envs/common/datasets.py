@@ -26,13 +26,20 @@ class name, is given, then names the source as `describe_source` writes it):
 * `FileNotFoundError`: a local data file does not exist;
 * `ValueError`: an empty local data file, or a split with no rows;
 * `DatasetLoadError`: ``datasets.load_dataset`` itself failed (no network, unknown hub id or
-  configuration, unreadable file); the original exception is its ``__cause__``;
+  configuration, unreadable or torn file, no room left for its cache); the original
+  exception is its ``__cause__``, and the message ends with the root of that exception's
+  chain (``"(caused by OSError: [Errno 27] File too large)"``) when there is one;
 * `DatasetSchemaError` (a `ValueError` and a `KeyError`): no such split, several splits and
   none chosen, or a missing column; the message lists the splits or columns there are.
 
 There is no row cache here: each call loads (`datasets` keeps its own on-disk cache of
 prepared hub datasets). `xpgym.envs.math.dataset.load_questions` keeps converted rows in
 memory for the math envs; the QA and code envs load once, when they are made.
+
+Faults (`tests/faults/test_dataset_loader_faults.py`): a process killed while `datasets`
+writes its cache leaves an ``.incomplete`` directory that the next load replaces (it reads
+every row); a load that runs out of disk (or file-size quota) raises `DatasetLoadError`
+naming the root cause, and leaves nothing a later load would trust.
 """
 
 from __future__ import annotations
@@ -163,11 +170,25 @@ def load_split(
             loaded = datasets.load_dataset(target, name, data_files=files)
     except Exception as exc:
         raise DatasetLoadError(
-            f"{prefix}datasets.load_dataset failed for {described}: {type(exc).__name__}: {exc}"
+            f"{prefix}datasets.load_dataset failed for {described}: {_describe_failure(exc)}"
         ) from exc
     table = _pick_split(loaded, split, f"{prefix}{described}")
     check_table(table, columns or {}, source=described, owner=owner)
     return table
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """``"<type>: <message>"`` of `exc`, followed by its root cause when `datasets` wrapped
+    one (its `DatasetGenerationError` says only that generating failed; the disk being full
+    or a torn data file is the part the user can act on)."""
+    text = f"{type(exc).__name__}: {exc}"
+    root, seen = exc, {id(exc)}
+    while (inner := root.__cause__ or root.__context__) is not None and id(inner) not in seen:
+        root = inner
+        seen.add(id(root))
+    if root is not exc:
+        text += f" (caused by {type(root).__name__}: {root})"
+    return text
 
 
 def _pick_split(loaded: Mapping[str, Any], split: str | None, where: str) -> Any:
