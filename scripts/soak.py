@@ -9,7 +9,13 @@ freshly built objects so that their construction and close are soaked too:
 * sandboxed Python calls on one long-lived `Sandbox` (skipped, and said so in the report,
   where the sandbox cannot run); with probability ``--fault-rate`` its bubblewrap process is
   SIGKILLed between two calls (the next call starts a new zygote);
-* a `RemoteEnv` episode against an env server in this process.
+* a ``"ray"`` vector env (2 actors, 4 sub-envs) on a local Ray instance started once for the
+  run (left out, and said so, where Ray is not installed or ``--no-ray``); with probability
+  ``--fault-rate`` an actor process is SIGKILLed between two steps (the next step replaces
+  it);
+* a `RemoteEnv` episode against an env server in a child process; with probability
+  ``--fault-rate`` the server is SIGKILLed mid-episode: the next step must end the episode as
+  an infrastructure error (``remote_error``), and the server is started again on its port.
 
 The first round injects every fault; later ones each with probability ``--fault-rate``.
 
@@ -37,6 +43,7 @@ import os
 import random
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -140,34 +147,132 @@ def sandbox_round(box: Any, rng: random.Random, fault_rate: float, faults: dict[
         box.run_python("import sys; print(sum(range(1000)), file=sys.stdout)")
 
 
-def remote_round(url: str, rng: random.Random) -> None:
-    """One `RemoteEnv` episode (reset, up to 4 steps), then close."""
-    import xpgym
+def ray_round(rng: random.Random, fault_rate: float, faults: dict[str, int]) -> None:
+    """A Ray vector env: reset, 6 steps, maybe an actor killed, close."""
+    import psutil
 
-    env = xpgym.make(f"remote:{url}/{ENV_ID}")
+    from xpgym.core.vector.ray_backend import RayVectorEnv
+
+    vec = RayVectorEnv([_GuessFactory()] * 4, num_actors=2)
+    try:
+        vec.reset(seed=rng.randrange(2**31))
+        for turn in range(6):
+            if turn == 3 and rng.random() < fault_rate:
+                actors = [
+                    p
+                    for p in psutil.Process().children(recursive=True)
+                    if p.name().startswith("ray::_ActorHost")
+                ]
+                if actors:
+                    rng.choice(actors).kill()
+                    faults["actor_killed"] += 1
+            vec.step([f"\\boxed{{{rng.randint(1, 20)}}}" for _ in range(vec.num_envs)])
+    finally:
+        vec.close()
+
+
+class _GuessFactory:
+    """A picklable factory of `ENV_ID` (Ray pickles it to the actors)."""
+
+    def __call__(self) -> Any:
+        import xpgym
+
+        return xpgym.make(ENV_ID)
+
+
+SERVER_MAIN = """
+import sys
+from xpgym.remote import BackgroundServer
+server = BackgroundServer(["game:*"], port=int(sys.argv[1])).start()
+print(server.port, flush=True)
+sys.stdin.read()  # serve until the soak closes stdin (or is gone)
+server.stop()
+"""
+
+
+class ServerChild:
+    """The env server in a child process on 127.0.0.1, which a fault kills and `start`
+    brings back on the same port."""
+
+    def __init__(self) -> None:
+        self.port = 0
+        self.process: subprocess.Popen[str] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", SERVER_MAIN, str(self.port)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line.strip().isdigit():
+            raise RuntimeError(f"the env server did not start (it said {line!r})")
+        self.port = int(line)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL it and reap it."""
+        if self.process is None:
+            return
+        self.process.kill()
+        self.process.wait()
+        for pipe in (self.process.stdin, self.process.stdout):
+            if pipe is not None:
+                pipe.close()
+        self.process = None
+
+
+def remote_round(
+    server: ServerChild, rng: random.Random, fault_rate: float, faults: dict[str, int]
+) -> None:
+    """One `RemoteEnv` episode (reset, up to 4 steps), then close. With probability
+    `fault_rate` the server is killed after the first step; the next step must then end the
+    episode as an infrastructure error, and the server is started again."""
+    import xpgym
+    from xpgym.core.errors import find_infra_cause
+
+    env = xpgym.make(f"remote:{server.url}/{ENV_ID}", timeout=10.0, max_retries=0)
     try:
         env.reset(seed=rng.randrange(2**31))
-        for _ in range(4):
-            if env.step(f"\\boxed{{{rng.randint(1, 20)}}}")[2]:
+        for turn in range(4):
+            killed = turn == 1 and rng.random() < fault_rate
+            if killed:
+                server.kill()
+                faults["server_killed"] += 1
+            _, _, terminated, truncated, info = env.step(f"\\boxed{{{rng.randint(1, 20)}}}")
+            if killed:
+                if not truncated or find_infra_cause(info) is None:
+                    raise AssertionError(
+                        f"a step on a killed server was not an infra error: {info}"
+                    )
+                server.start()
+                break
+            if terminated or truncated:
                 break
     finally:
         env.close()
 
 
-def soak(duration_s: float, sample_every_s: float, fault_rate: float, seed: int) -> dict[str, Any]:
+def soak(
+    duration_s: float, sample_every_s: float, fault_rate: float, seed: int, use_ray: bool = True
+) -> dict[str, Any]:
     """Run the rounds for `duration_s`, sampling every `sample_every_s`; the report."""
     tmp_dir = Path(tempfile.mkdtemp(prefix="xpgym-soak-"))
     os.environ["TMPDIR"] = str(tmp_dir)  # for every child process too
     tempfile.tempdir = str(tmp_dir)
     from xpgym.core.sandbox import Sandbox, SandboxUnavailableError
-    from xpgym.remote import BackgroundServer
 
     # Started by the first spawned worker and kept: running it now keeps it out of the
     # workers a fault may kill.
     multiprocessing.resource_tracker.ensure_running()
 
     rng = random.Random(seed)
-    faults = {"worker_killed": 0, "sandbox_killed": 0}
+    faults = {"worker_killed": 0, "sandbox_killed": 0, "actor_killed": 0, "server_killed": 0}
     rounds = 0
     samples: list[dict[str, float]] = []
     start = time.monotonic()
@@ -177,24 +282,33 @@ def soak(duration_s: float, sample_every_s: float, fault_rate: float, seed: int)
         sandbox = "ok"
     except SandboxUnavailableError as exc:  # the other rounds still run
         box, sandbox = None, f"unavailable: {exc}"
+    ray_state = _start_ray() if use_ray else "off (--no-ray)"
+    server = ServerChild()
     try:
-        with BackgroundServer(["game:*"]) as server:
-            while True:
-                now = time.monotonic()
-                if now >= next_sample:
-                    samples.append({"t_s": now - start, **sample(tmp_dir)})
-                    next_sample += sample_every_s
-                if now - start >= duration_s:
-                    break
-                rate = 1.0 if rounds == 0 else fault_rate  # every fault at least once
-                vector_round(rng, rate, faults)
-                if box is not None:
-                    sandbox_round(box, rng, rate, faults)
-                remote_round(server.url, rng)
-                rounds += 1
+        server.start()
+        while True:
+            now = time.monotonic()
+            if now >= next_sample:
+                samples.append({"t_s": now - start, **sample(tmp_dir)})
+                next_sample += sample_every_s
+            if now - start >= duration_s:
+                break
+            rate = 1.0 if rounds == 0 else fault_rate  # every fault at least once
+            vector_round(rng, rate, faults)
+            if ray_state == "ok":
+                ray_round(rng, rate, faults)
+            if box is not None:
+                sandbox_round(box, rng, rate, faults)
+            remote_round(server, rng, rate, faults)
+            rounds += 1
     finally:
+        server.kill()
         if box is not None:
             box.close()
+        if ray_state == "ok":
+            import ray
+
+            ray.shutdown()
         shutil.rmtree(tmp_dir, ignore_errors=True)
     slope_per_min = slopes(samples)
     half = samples[len(samples) // 2 :]
@@ -207,12 +321,23 @@ def soak(duration_s: float, sample_every_s: float, fault_rate: float, seed: int)
         "rounds": rounds,
         "faults": faults,
         "sandbox": sandbox,
+        "ray": ray_state,
         "samples": samples,
         "slope_per_min": slope_per_min,
         "tolerance_per_min": TOLERANCE_PER_MIN,
         "jitter": JITTER,
         "grown": grown(slope_per_min, window_min),
     }
+
+
+def _start_ray() -> str:
+    """Start a local Ray instance for the run: ``"ok"``, or why Ray rounds are left out."""
+    try:
+        import ray
+    except ImportError:
+        return 'unavailable: Ray is not installed (pip install "xpgym[ray]")'
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    return "ok"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,8 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fault-rate", type=float, default=0.3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", type=Path, default=None)
+    parser.add_argument("--no-ray", action="store_true", help="leave the Ray rounds out")
     args = parser.parse_args(argv)
-    report = soak(args.duration_s, args.sample_every_s, args.fault_rate, args.seed)
+    report = soak(
+        args.duration_s, args.sample_every_s, args.fault_rate, args.seed, use_ray=not args.no_ray
+    )
     text = json.dumps(report, indent=2)
     print(text)
     if args.output is not None:

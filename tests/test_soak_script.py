@@ -82,8 +82,12 @@ def test_the_one_minute_soak_injects_faults_and_nothing_grows(tmp_path: Path) ->
     report = json.loads(output.read_text())
     assert report["rounds"] > 0
     assert report["faults"]["worker_killed"] > 0
+    assert report["faults"]["server_killed"] > 0
     if report["sandbox"] == "ok":
         assert report["faults"]["sandbox_killed"] > 0
+    if importlib.util.find_spec("ray") is not None:
+        assert report["ray"] == "ok"
+        assert report["faults"]["actor_killed"] > 0
     assert len(report["samples"]) >= 6
     assert report["grown"] == [], report["slope_per_min"]
     assert done.returncode == 0, done.stderr[-5000:]
