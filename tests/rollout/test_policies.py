@@ -559,7 +559,20 @@ def test_from_model_sizes_the_kv_cache_itself_on_a_cpu(monkeypatch, tokenizer):
     built = _fake_vllm(monkeypatch, tokenizer, on_cpu=True)
     monkeypatch.setattr(vllm_policy_module, "cpu_kv_cache_bytes", lambda: 300 << 20)
     VLLMPolicy.from_model("m", llm_kwargs={"dtype": "float32"})
-    assert built == [{"model": "m", "dtype": "float32", "kv_cache_memory_bytes": 300 << 20}]
+    assert built == [
+        {
+            "model": "m",
+            "dtype": "float32",
+            "kv_cache_memory_bytes": 300 << 20,
+            "enforce_eager": True,
+        }
+    ]
+
+
+def test_from_model_runs_a_cpu_engine_eagerly_unless_told_otherwise(monkeypatch, tokenizer):
+    built = _fake_vllm(monkeypatch, tokenizer, on_cpu=True)
+    VLLMPolicy.from_model("m", llm_kwargs={"kv_cache_memory_bytes": 1, "enforce_eager": False})
+    assert built == [{"model": "m", "kv_cache_memory_bytes": 1, "enforce_eager": False}]
 
 
 @pytest.mark.parametrize(
@@ -577,7 +590,7 @@ def test_from_model_keeps_a_kv_cache_size_the_caller_gave(
     for name, value in environ.items():
         monkeypatch.setenv(name, value)
     VLLMPolicy.from_model("m", llm_kwargs=llm_kwargs)
-    assert built == [{"model": "m", **llm_kwargs}]
+    assert built == [{"model": "m", **llm_kwargs, "enforce_eager": True}]
 
 
 def test_from_model_leaves_a_gpu_engine_to_vllms_own_sizing(monkeypatch, tokenizer):
