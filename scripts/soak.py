@@ -22,10 +22,13 @@ The first round injects every fault; later ones each with probability ``--fault-
 Every ``--sample-every-s`` seconds (default 60) it samples this process's open file
 descriptors, threads, child processes (all descendants, zombies included), resident memory,
 and the bytes under the run's private temp dir (``TMPDIR`` for this process and every child).
-It then fits a line to each quantity over the second half of the run (least squares, per
-minute) and fails if a slope is above that quantity's tolerance (`TOLERANCE_PER_MIN`) and the
-fitted rise over that half above its jitter (`JITTER`): a steady state stays flat; a leak
-grows without bound. A one-minute run can only catch fast leaks (its half is 30 s).
+Ray's session directory under that temp dir (its own log files, a few per worker process it
+starts, kept for the session) is sampled apart, as ``ray_logs_mb``, and reported beside the
+verdict, not in it. It then fits a line to each quantity over the second half of the run
+(least squares, per minute) and fails if a slope is above that quantity's tolerance
+(`TOLERANCE_PER_MIN`) and the fitted rise over that half above its jitter (`JITTER`): a
+steady state stays flat; a leak grows without bound. A one-minute run can only catch fast
+leaks (its half is 30 s).
 
 Prints a JSON report (samples, slopes, verdict) and writes it to ``--output`` if given; exits
 1 if something grew. Usage::
@@ -64,35 +67,47 @@ closing, a call the sandbox builds ahead, an allocator's arena)."""
 ENV_ID = "game:GuessTheNumber-v0"
 
 
+def _bytes_under(path: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:  # removed while walking
+                continue
+    return total
+
+
 def sample(tmp_dir: Path) -> dict[str, float]:
-    """One sample of every quantity in `METRICS` for this process."""
+    """One sample of every quantity in `METRICS` for this process, and ``ray_logs_mb``: the
+    bytes of Ray's session directory (``<TMPDIR>/ray``), which are Ray's own files (a few
+    log files per worker process it starts, kept for the session), reported beside the
+    verdict rather than in it; ``tmp_mb`` is the rest of the run's temp dir."""
     import psutil
 
     me = psutil.Process()
-    tmp_bytes = 0
-    for root, _, files in os.walk(tmp_dir):
-        for name in files:
-            try:
-                tmp_bytes += os.lstat(os.path.join(root, name)).st_size
-            except OSError:  # removed while walking
-                continue
+    ray_bytes = _bytes_under(tmp_dir / "ray")
     return {
         "fds": float(me.num_fds()),
         "threads": float(threading.active_count()),
         "children": float(len(me.children(recursive=True))),
         "rss_mb": me.memory_info().rss / 2**20,
-        "tmp_mb": tmp_bytes / 2**20,
+        "tmp_mb": (_bytes_under(tmp_dir) - ray_bytes) / 2**20,
+        "ray_logs_mb": ray_bytes / 2**20,
     }
 
 
-def slopes(samples: Sequence[dict[str, float]]) -> dict[str, float]:
-    """Least-squares slope per minute of each metric over the second half of `samples`
-    (each has ``t_s``, seconds since the start); 0.0 with fewer than 3 samples there."""
+def slopes(
+    samples: Sequence[dict[str, float]], metrics: Sequence[str] = METRICS
+) -> dict[str, float]:
+    """Least-squares slope per minute of each of `metrics` over the second half of
+    `samples` (each has ``t_s``, seconds since the start); 0.0 with fewer than 3 samples
+    there."""
     half = list(samples[len(samples) // 2 :])
     if len(half) < 3:
-        return dict.fromkeys(METRICS, 0.0)
+        return dict.fromkeys(metrics, 0.0)
     minutes = np.array([s["t_s"] for s in half]) / 60.0
-    return {m: float(np.polyfit(minutes, [s[m] for s in half], 1)[0]) for m in METRICS}
+    return {m: float(np.polyfit(minutes, [s[m] for s in half], 1)[0]) for m in metrics}
 
 
 def grown(slope_per_min: dict[str, float], window_min: float) -> list[str]:
@@ -327,6 +342,7 @@ def soak(
         "tolerance_per_min": TOLERANCE_PER_MIN,
         "jitter": JITTER,
         "grown": grown(slope_per_min, window_min),
+        "ray_logs_mb_per_min": slopes(samples, ["ray_logs_mb"])["ray_logs_mb"],
     }
 
 
