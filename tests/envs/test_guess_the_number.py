@@ -67,7 +67,13 @@ def test_reset_observation_states_range_turn_limit_and_format():
     assert "from 3 to 30" in obs
     assert "6 turns" in obs
     assert "\\boxed{}" in obs
-    assert info == {"difficulty": None, "min_number": 3, "max_number": 30, "max_turns": 6}
+    assert info == {
+        "difficulty": None,
+        "min_number": 3,
+        "max_number": 30,
+        "max_turns": 6,
+        "state_key": "3-30/6",
+    }
 
 
 def test_default_settings_are_one_to_twenty_in_seven_turns():
@@ -89,6 +95,7 @@ def test_correct_guess_gives_one_and_terminates():
         "invalid_action": False,
         "parsed_action": str(env.target),
         "turn": 1,
+        "state_key": "1-20/6",
     }
     assert "correct" in obs
 
@@ -103,6 +110,32 @@ def test_wrong_guess_gives_zero_and_says_higher_or_lower():
     assert (reward_low, reward_high, terminated, truncated) == (0.0, 0.0, False, False)
     assert info["correct"] is False
     assert info["invalid_action"] is False
+
+
+def test_the_state_key_is_the_range_left_and_the_turns_left_however_it_was_reached():
+    """Two guess orders that leave the same range at the same turn are one state (GiGPO's
+    anchor), though the last feedback differs; a different range is another state."""
+
+    def keys(guesses: list[int]) -> list[str]:
+        env, _, info = started(min_number=1, max_number=20, max_turns=5)
+        env.target = 10
+        return [info["state_key"]] + [env.step(boxed(g))[4]["state_key"] for g in guesses]
+
+    assert keys([3, 15]) == ["1-20/5", "4-20/4", "4-14/3"]
+    assert keys([15, 3])[-1] == keys([3, 15])[-1]  # "lower than 15" vs "higher than 3"
+    assert keys([4, 15])[-1] == "5-14/3"
+    assert keys([99])[-1] == "1-20/4"  # an invalid guess teaches nothing
+
+
+def test_a_fork_restores_the_range_left():
+    env, _, _ = started(min_number=1, max_number=20)
+    env.target = 10
+    env.step(boxed(3))
+    state = env.get_state()
+    key_then = env.step(boxed(15))[4]["state_key"]
+    env.step(boxed(12))
+    env.set_state(state)
+    assert env.step(boxed(15))[4]["state_key"] == key_then
 
 
 def test_observation_reports_turn_and_turns_left():

@@ -77,6 +77,27 @@ def test_turn_state_keys_are_equal_exactly_for_equal_observations():
     assert len({keys[1], other_keys[1]}) == 2
 
 
+def test_turn_state_keys_prefer_the_state_key_the_env_gave_before_each_turn():
+    """Turn 0 acts on the reset's state, turn t on turn t - 1's; equal observations with
+    different env keys are different states, and the reverse."""
+    first = Episode(
+        "toy",
+        turns=[Turn("same", "x", 0.0, info={"state_key": "A"}), Turn("o1", "y", 0.0)],
+        info={"reset_info": {"state_key": "R"}},
+    )
+    second = Episode(
+        "toy",
+        turns=[Turn("same", "x", 0.0, info={"state_key": "A"}), Turn("o2", "y", 0.0)],
+        info={"reset_info": {"state_key": "R2"}},
+    )
+    keyless = Episode("toy", turns=[Turn("same", "x", 0.0)])
+    (a, b, c) = turn_state_keys([first, second, keyless])
+    assert a == ["env:R", "env:A"]
+    assert b == ["env:R2", "env:A"]  # turn 1: other observation, same env state
+    assert c == ['obs:"same"']  # no key from the env: the observation stands for the state
+    assert a[0] != c[0]
+
+
 # A tree: parent p (score 1) and two branches of it, b1 forked at turn 1 and b2 at turn 2
 # (score 0 each), three turns each. Nodes: p: p0 p1 p2; b1: p0 b1_1 b1_2; b2: p0 p1 b2_2.
 # Values: root 1/3, p0 1/3, p1 (p, b2) 1/2, p2 1, the branches' own nodes 0.

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENV_ID_PATTERN",
+    "STATE_KEY",
     "Env",
     "EnvCore",
     "EnvSpec",
@@ -48,6 +49,14 @@ ObsType = TypeVar("ObsType")
 _EnvT = TypeVar("_EnvT", bound="EnvCore")
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 """`(observation, reward, terminated, truncated, info)` as returned by `Env.step`."""
+
+STATE_KEY = "state_key"
+"""The info key of an env's state key: a string equal for two envs exactly when the state
+the next turn acts on is the same (what the episode's future depends on, not how it got
+there). An env whose observation does not determine that state puts it in the info of
+`reset` and of every step; GiGPO's anchor states
+(`xpgym.training.advantages.turn_state_keys`) group turns by it, and by the observation
+where an env gives none."""
 
 ENV_ID_PATTERN = re.compile(
     r"^(?P<category>[a-z][a-z0-9_]*):(?P<name>[A-Za-z][A-Za-z0-9_.]*)"
@@ -340,7 +349,9 @@ class Env(EnvCore, Generic[ObsType]):
             * `info` keys with fixed meaning: `correct` (bool), `invalid_action` (bool),
               `parsed_action`, `tool_calls`, `metrics` (dict of floats),
               `available_actions` (list of str, from envs that implement
-              `available_actions`, on `reset` and every step).
+              `available_actions`, on `reset` and every step), `state_key` (str, from
+              envs whose observation does not determine their state, on `reset` and
+              every step: `STATE_KEY`).
 
         Raises:
             TypeError: `action` is not a `str`.

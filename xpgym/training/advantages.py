@@ -99,6 +99,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from xpgym.core.env import STATE_KEY
 from xpgym.core.trajectory import training_group_ids
 
 if TYPE_CHECKING:
@@ -612,14 +613,28 @@ def gigpo(
 
 
 def turn_state_keys(episodes: Sequence[Episode]) -> list[list[str]]:
-    """The state key of every turn for `gigpo`: the observation the turn acted on, as JSON
-    with sorted keys (text, or chat messages). Turns whose observations are identical are
-    taken to act on identical env states (the paper's anchor states); an env whose
-    observation does not determine its state needs keys of its own."""
-    return [
-        [json.dumps(turn.observation, sort_keys=True, default=repr) for turn in episode.turns]
-        for episode in episodes
-    ]
+    """The state key of every turn for `gigpo`: the key of the env state the turn acted on
+    (the paper's anchor states).
+
+    That is the env's own key where it gives one (`xpgym.core.env.STATE_KEY`): for turn 0
+    ``info["state_key"]`` of the reset (``Episode.info["reset_info"]``), for turn ``t`` that
+    of turn ``t - 1``'s step; prefixed ``"env:"``. Otherwise the observation the turn acted
+    on, as JSON with sorted keys (text, or chat messages), prefixed ``"obs:"``: turns whose
+    observations are identical are taken to act on identical states.
+    """
+    keys = []
+    for episode in episodes:
+        before = episode.info.get("reset_info") or {}
+        row = []
+        for turn in episode.turns:
+            key = before.get(STATE_KEY) if isinstance(before, dict) else None
+            if isinstance(key, str):
+                row.append(f"env:{key}")
+            else:
+                row.append("obs:" + json.dumps(turn.observation, sort_keys=True, default=repr))
+            before = turn.info
+        keys.append(row)
+    return keys
 
 
 def tree_advantages(

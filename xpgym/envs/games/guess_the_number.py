@@ -28,8 +28,12 @@ the turn limit costs nothing extra. (GEM adds ``1 - distance/range`` at the limi
 both `terminated` and `truncated` there; this env does neither.)
 
 ``info`` after every step: ``correct`` (bool), ``invalid_action`` (bool), ``parsed_action``
-(the stripped text inside the last ``\boxed{}``, or `None` when there is none) and ``turn``
-(turns taken, ``1..max_turns``).
+(the stripped text inside the last ``\boxed{}``, or `None` when there is none), ``turn``
+(turns taken, ``1..max_turns``) and ``state_key`` (also after `reset`;
+`xpgym.core.env.STATE_KEY`). The observation is only the last feedback, so it does not say
+what the player knows; the key does: the range the feedback so far leaves for the target
+and the turns left, ``"<low>-<high>/<turns left>"``. Two episodes of a group (one target)
+that narrowed the range alike, by whatever guesses, are in the same state.
 
 Difficulty presets (`DIFFICULTIES`): ``"easy"`` is 1..10 in 4 turns, ``"hard"`` 1..50 in 7
 turns; ``"random"`` draws easy or hard with equal probability at every reset. A binary
@@ -42,6 +46,7 @@ import functools
 import re
 from typing import Any, ClassVar, NamedTuple
 
+from xpgym.core.env import STATE_KEY
 from xpgym.envs.common.presets import PresetEnv, override_preset, resolve_presets
 
 __all__ = [
@@ -137,7 +142,8 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
         min_number, max_number, max_turns: This episode's settings (for ``"random"``, the
             preset drawn at the last reset; "easy" before the first).
         episode_difficulty: This episode's preset name (`None` without a difficulty).
-        target: The hidden integer. turn: Turns taken in this episode.
+        target: The hidden integer. turn: Turns taken in this episode. low, high: The range
+            the feedback so far leaves for the target (the state key, module docstring).
 
     Raises:
         ValueError: unknown difficulty, ``min_number >= max_number`` or ``max_turns < 1``.
@@ -163,6 +169,7 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
         )
         self.target = self.min_number
         self.turn = 0
+        self.low, self.high = self.min_number, self.max_number
 
     def _apply_preset(self, settings: Settings) -> None:
         self.min_number, self.max_number, self.max_turns = settings
@@ -180,12 +187,14 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
         self.target = int(self.np_random.integers(self.min_number, self.max_number + 1))
         self.turn = 0
         lo, hi = self.min_number, self.max_number
+        self.low, self.high = lo, hi
         obs = _instructions(lo, hi, self.max_turns)
         info = {
             "difficulty": self.episode_difficulty,
             "min_number": lo,
             "max_number": hi,
             "max_turns": self.max_turns,
+            STATE_KEY: self._state_key(),
         }
         return obs, info
 
@@ -211,6 +220,10 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
         else:
             reward = WRONG_GUESS_REWARD
             feedback = f"the number is {'higher' if target > guess else 'lower'} than {guess}."
+            if target > guess:
+                self.low = max(self.low, guess + 1)
+            else:
+                self.high = min(self.high, guess - 1)
         # One string per turn: "Turn t/T: <feedback>[ <turns left or the answer>]".
         truncated = not correct and turn >= max_turns
         if truncated:
@@ -221,24 +234,38 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
             feedback = f"Turn {turn}/{max_turns}: {feedback}"
         else:
             feedback = f"Turn {turn}/{max_turns}: {feedback} {_turns(max_turns - turn)} left."
-        info = {"correct": correct, "invalid_action": invalid, "parsed_action": boxed, "turn": turn}
+        info = {
+            "correct": correct,
+            "invalid_action": invalid,
+            "parsed_action": boxed,
+            "turn": turn,
+            STATE_KEY: self._state_key(),
+        }
         return feedback, reward, correct, truncated, info
+
+    def _state_key(self) -> str:
+        """The range the feedback leaves for the target, and the turns left."""
+        return f"{self.low}-{self.high}/{self.max_turns - self.turn}"
 
     def sample_random_action(self) -> str:
         r"""``\boxed{k}`` with `k` uniform over this episode's range, drawn from `np_random`."""
         return f"\\boxed{{{int(self.np_random.integers(self.min_number, self.max_number + 1))}}}"
 
     def _episode_state(self) -> dict[str, Any]:
-        """For `get_state()`: target and turn."""
+        """For `get_state()`: target, turn and the range the feedback left."""
         return {
             "target": self.target,
             "turn": self.turn,
+            "low": self.low,
+            "high": self.high,
         }
 
     def _restore_episode_state(self, state: dict[str, Any]) -> None:
         """Restore what `_episode_state` took."""
         self.target = state["target"]
         self.turn = state["turn"]
+        self.low = state["low"]
+        self.high = state["high"]
 
 
 def _validated(
