@@ -33,6 +33,7 @@ but the modules they refer to must be importable in the actors (installed, or on
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import math
 import time
@@ -164,7 +165,7 @@ class RayVectorEnv(HostedVectorEnv):
         self.threads_per_actor = self._host_threads(
             "threads_per_actor", threads_per_actor, max(map(len, self.actor_indices))
         )
-        self._actor_cls = ray.remote(_ActorHost)
+        self._actor_cls = _actor_class(ray)
         if actor_options:
             self._actor_cls = self._actor_cls.options(**dict(actor_options))
         self._actor_of = [a for a, group in enumerate(self.actor_indices) for _ in group]
@@ -291,6 +292,13 @@ class RayVectorEnv(HostedVectorEnv):
         finally:
             self._actors = []
             _release_ray(ray, self._uses_owned_ray)
+
+
+@functools.cache
+def _actor_class(ray: Any) -> Any:
+    """``ray.remote(_ActorHost)``, made once: each `ray.remote` call is a new actor class
+    that the driver registers and keeps (about 14 KB per vector env in the soak run)."""
+    return ray.remote(_ActorHost)
 
 
 def _acquire_ray(ray: Any) -> bool:
