@@ -242,10 +242,13 @@ class ProcessVectorEnv(HostedVectorEnv):
         """Wait (up to `start_timeout`) for worker `w`'s construction report; unless it is
         ok, kill the worker and raise `SubEnvError`."""
         worker = self._workers[w]
-        reply = self._receive(worker, timeout=self.start_timeout)
+        try:
+            answered = self.start_timeout is None or worker.conn.poll(self.start_timeout)
+            reply = worker.conn.recv() if answered else None
+        except (EOFError, OSError):  # it died before it reported
+            answered, reply = True, None
         if reply is None:
-            alive = worker.process.is_alive()
-            reply = [("error", f"not built within {self.start_timeout}s" if alive else "died")]
+            reply = [("error", "died" if answered else f"not built within {self.start_timeout}s")]
         ((status, detail),) = reply
         if status != "ok":
             worker.kill()
