@@ -453,7 +453,7 @@ class TurnCreditGRPOTrainer(GRPOTrainer):
             raise ValueError(f"turn_advantage must be one of {choices}, got {turn_advantage!r}")
         super().__init__(*args, **kwargs)
         # self.args is TRL's GRPOConfig, typed as its base TrainingArguments
-        if self.args.mask_truncated_completions:  # type: ignore[attr-defined]
+        if self.args.mask_truncated_completions:
             raise ValueError(
                 "TurnCreditGRPOTrainer needs mask_truncated_completions=False (per-turn "
                 "advantages are placed before TRL masks truncated completions)"

@@ -554,7 +554,7 @@ class XpgymAgentLoop(AgentLoopBase):
         eos = tokenizer.eos_token_id
         self.stop_token_ids = [int(eos)] if eos is not None else []
 
-    async def run(  # type: ignore[override]  # verl's V1 trainer takes a list per row too
+    async def run(  # verl's V1 trainer takes a list per row too
         self, sampling_params: dict[str, Any], **kwargs: Any
     ) -> XpgymAgentLoopOutput | list[XpgymAgentLoopOutput]:
         """Play the row's task; return its output(s) (see the class docstring)."""

@@ -248,7 +248,7 @@ class HFPolicy:
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         # transformers declares `to` as @functools.wraps(nn.Module.to); typeshed's _Wrapped is
         # not bound as a method, so mypy takes `device` for `self`.
-        model = model.to(device).eval()  # type: ignore[arg-type]
+        model = model.to(device).eval()
         tokenizer = AutoTokenizer.from_pretrained(name_or_path)
         return cls(model, tokenizer, **policy_kwargs)
 
