@@ -50,6 +50,8 @@ from xpgym.adapters.oat import (  # noqa: E402
     to_transitions,
 )
 from xpgym.rollout.collector import RolloutCollector  # noqa: E402
+from xpgym.rollout.curriculum import PresetLadder, SuccessRateScheduler  # noqa: E402
+from xpgym.rollout.shared_curriculum import SharedCurriculum  # noqa: E402
 from xpgym.training.advantages import discounted_returns, rebn, turn_rewards  # noqa: E402
 
 
@@ -446,6 +448,7 @@ class TestOatClassesOverStubs:
         args = args_cls()
         assert (args.env_id, args.gamma, args.max_turns) == ("game:GuessTheNumber-v0-easy", 0.9, 10)
         assert (args.num_envs, args.episodes_per_step, args.norm_return) == (16, 16, True)
+        assert args.curriculum == ""  # no curriculum: args.env_id as registered
         assert args.num_samples == 1  # one generation per prompt: the engine policy reads one
         assert args.eval_steps == -1  # no prompt dataset or oracle to evaluate with
         assert args.critic_type == "drgrpo"  # Oat's default, a route to the MC advantage hook
@@ -527,6 +530,29 @@ class TestOatClassesOverStubs:
         other = self._actor(classes, seed=8)
         other.step([""] * 5, [""] * 5)
         assert spy.calls[-1][0] != seeds[0]
+
+    def test_actor_step_plays_the_shared_curriculums_level_and_feeds_it(
+        self, classes: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+    ) -> None:
+        """With ``XpgymArgs.curriculum``, each collection round plays the file's level at
+        its start, and the file ends as one scheduler fed the rounds' episodes in order."""
+        ladders = [PresetLadder("game:GuessTheNumber-v0")]
+        rule = {"window": 1, "start_level": 1}
+        shared = SharedCurriculum.create(tmp_path / "c.json", ladders, **rule)
+        spy = CollectSpy(monkeypatch)
+        actor = self._actor(classes, curriculum=str(shared.path))
+        local = SuccessRateScheduler(ladders, **rule)
+        for n in (5, 9, 9):
+            actor.step([""] * n, [""] * n)
+        played = []
+        for _, round_episodes in spy.calls:
+            levels = {ep.turns[-1].info["curriculum"]["level"] for ep in round_episodes}
+            assert levels == {local.levels["game:GuessTheNumber-v0"]}
+            played += levels
+            local.observe(round_episodes)
+        assert len(set(played)) > 1  # the level moved between rounds
+        assert shared.scheduler().state_dict() == local.state_dict()
+        assert shared.results == sum(len(eps) for _, eps in spy.calls)
 
     def test_actor_step_masks_cut_generations_with_ignore_no_eos(self, classes: Any) -> None:
         for ignore_no_eos in (False, True):

@@ -16,6 +16,7 @@ from xpgym.adapters.trl import make_rollout_func
 from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus
 from xpgym.rollout.curriculum import PresetLadder, SuccessRateScheduler
 from xpgym.rollout.runner import EpisodeTask, make_tasks
+from xpgym.rollout.shared_curriculum import SharedCurriculum
 
 FAMILY = "game:GuessTheNumber-v0"
 
@@ -74,7 +75,8 @@ def test_an_eval_call_plays_the_level_without_moving_it(tiny):
     rollout([t.to_json() for t in make_tasks(FAMILY, 2)], trainer)
     assert scheduler.played == []
     assert scheduler.levels == {FAMILY: 1}
-    assert not trainer._metrics["eval"]
+    # the episodes report the level they played (their metrics); the scheduler logs nothing
+    assert dict(trainer._metrics["eval"]) == {f"metrics/curriculum/{FAMILY}/level": [1.0]}
 
 
 def test_a_task_with_env_kwargs_is_refused_under_a_curriculum(tiny):
@@ -83,3 +85,19 @@ def test_a_task_with_env_kwargs_is_refused_under_a_curriculum(tiny):
     task = EpisodeTask(FAMILY, seed=0, group_id="g", env_kwargs={"max_number": 5})
     with pytest.raises(ValueError, match="set by its ladder"):
         rollout([task.to_json()], stand_in_trainer(tiny, training=True))
+
+
+def test_tasks_naming_a_shared_curriculum_play_and_feed_it(tiny, tmp_path):
+    """Several TRL processes share one curriculum when the tasks name its file: every episode
+    plays the file's level and feeds it, whichever call played it."""
+    path = tmp_path / "curriculum.json"
+    shared = SharedCurriculum.create(path, [PresetLadder(FAMILY)], window=100, start_level=2)
+    rollout = make_rollout_func(max_new_tokens=2, max_turns=2)
+    tasks = [t.to_json() for t in make_tasks(f"{FAMILY}-easy", 3, curriculum=path)]
+    rollout(tasks, stand_in_trainer(tiny, training=True))
+    trainer = stand_in_trainer(tiny, training=True)
+    rollout(tasks, trainer)
+    assert shared.results == 6
+    assert trainer._metrics["train"][f"metrics/curriculum/{FAMILY}/level"] == [2.0]
+    with pytest.raises(ValueError, match="name a curriculum file"):
+        make_rollout_func(max_new_tokens=2, curriculum=shared)(tasks, trainer)

@@ -283,7 +283,8 @@ def oat_classes() -> tuple[type, type, type]:
     """``(XpgymArgs, XpgymActor, XpgymLearner)``, subclasses of Oat's PPO classes.
 
     ``XpgymArgs(PPOArgs)`` adds ``env_id``, ``gamma`` (0.9), ``max_turns``, ``num_envs``,
-    ``episodes_per_step``, ``norm_return`` (ReBN, default True), and changes two of Oat's
+    ``episodes_per_step``, ``norm_return`` (ReBN, default True), ``curriculum`` (a shared
+    curriculum file, `xpgym.rollout.shared_curriculum`; ``""``: none), and changes two of Oat's
     defaults: ``num_samples=1`` (one generation per prompt) and ``eval_steps=-1`` (Oat's
     evaluation generates from a prompt dataset and scores with an oracle; there is neither).
 
@@ -292,7 +293,9 @@ def oat_classes() -> tuple[type, type, type]:
     complete episodes with the actor's vLLM engine until they hold at least ``n`` turns,
     converts them (`to_transition_data`), and returns ``ipc_client.serialize_ipc`` of ``n``
     rows drawn uniformly without replacement (in episode order). Seeds come from
-    ``(args.seed, actor_id, step count)``.
+    ``(args.seed, actor_id, step count)``. With ``curriculum``, the envs are
+    `DifficultyEnv` envs of ``env_id``'s family: each round plays the file's current level
+    (``apply``) and its episodes are observed by it (``observe``), shared by every actor.
 
     ``XpgymLearner.prepare_data`` replaces the prompt dataset with ``max_queries`` (Oat's
     row budget; ``max_train`` when unset) empty prompts, so the run stops, and the LR
@@ -316,6 +319,8 @@ def oat_classes() -> tuple[type, type, type]:
     import xpgym
     from xpgym.core.wrappers.episode_log import log_episodes_if_requested
     from xpgym.rollout.collector import RolloutCollector
+    from xpgym.rollout.curriculum import make_curriculum_vec
+    from xpgym.rollout.shared_curriculum import shared_curriculum
 
     # Oat's classes come from a module imported at run time: mypy sees them as Any
     ppo_args: Any = ppo.PPOArgs
@@ -330,6 +335,7 @@ def oat_classes() -> tuple[type, type, type]:
         num_envs: int = 16
         episodes_per_step: int = 16
         norm_return: bool = True
+        curriculum: str = ""
         num_samples: int = 1
         eval_steps: int = -1
 
@@ -337,19 +343,30 @@ def oat_classes() -> tuple[type, type, type]:
         def step(self, prompts: Any, formatted_prompts: Any, references: Any = None) -> Any:
             if not hasattr(self, "_xpgym_collector"):
                 policy = OatEnginePolicy(self.generate, self.sampling_params, self.tokenizer)
-                vec = xpgym.make_vec(
-                    self.args.env_id, self.args.num_envs, wrappers=[log_episodes_if_requested]
-                )
+                wrappers = [log_episodes_if_requested]
+                self._xpgym_curriculum = None
+                if self.args.curriculum:
+                    self._xpgym_curriculum = shared_curriculum(self.args.curriculum)
+                    ladder = self._xpgym_curriculum.ladder(self.args.env_id)
+                    vec = make_curriculum_vec([ladder], self.args.num_envs, wrappers=wrappers)
+                else:
+                    vec = xpgym.make_vec(self.args.env_id, self.args.num_envs, wrappers=wrappers)
                 self._xpgym_collector = RolloutCollector(vec, policy, max_turns=self.args.max_turns)
                 self._xpgym_steps = 0
             self._xpgym_steps += 1
             words = [self.args.seed, getattr(self, "actor_id", 0), self._xpgym_steps]
             rng = np.random.default_rng(np.random.SeedSequence(words))
             rows = len(prompts)  # Oat's collector splits the rows among ranks by prompt
+            curriculum = self._xpgym_curriculum
             episodes: list[Episode] = []
             while sum(len(ep.turns) for ep in episodes if ep.infra_error is None) < rows:
                 seed = int(rng.integers(2**63))
-                episodes += self._xpgym_collector.collect(self.args.episodes_per_step, seed=seed)
+                if curriculum is not None:
+                    curriculum.apply(self._xpgym_collector.vec_env, self._xpgym_steps)
+                played = self._xpgym_collector.collect(self.args.episodes_per_step, seed=seed)
+                if curriculum is not None:
+                    curriculum.observe(played)
+                episodes += played
             data = to_transition_data(
                 episodes,
                 gamma=self.args.gamma,

@@ -83,9 +83,14 @@ gem = import_trainer("gem", adapter="roll", install=_INSTALL)  # gem configures 
 
 from gem.core import Env as GemEnv  # noqa: E402
 
+from xpgym.core.errors import find_infra_cause  # noqa: E402
 from xpgym.core.registry import list_envs  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
+from xpgym.core.wrappers.episode_log import log_episodes_if_requested  # noqa: E402
+from xpgym.rollout.curriculum import INFO_KEY as CURRICULUM_INFO_KEY  # noqa: E402
+from xpgym.rollout.curriculum import DifficultyEnv  # noqa: E402
 from xpgym.rollout.env_pool import make_trainer_env  # noqa: E402
+from xpgym.rollout.shared_curriculum import SharedCurriculum, shared_curriculum  # noqa: E402
 from xpgym.training.layouts import (  # noqa: E402
     Layout,
     build_rows,
@@ -143,25 +148,59 @@ class XpgymGemEnv(GemEnv):
     and ``close`` pass through. A ``seed`` keyword given at construction (ROLL puts the
     group seed in the env config) is the default reset seed.
 
+    With ``curriculum`` (a shared curriculum file, `xpgym.rollout.shared_curriculum`; put
+    it in the env config next to the seed), the env is the `DifficultyEnv` of the id's
+    family: each `reset` plays the file's current level, and the step that ends an episode
+    records its result (``info["correct"]``; not an infrastructure failure's) in the file,
+    which every env manager of the run shares.
+
     Args:
         xpgym_id: The xpgym id (GEM's ``make`` owns the name ``env_id``).
         seed: Default seed of `reset` (optional).
+        curriculum: Path of a shared curriculum file (optional; then no `kwargs`).
         **kwargs: Passed to ``xpgym.make`` (`xpgym.rollout.env_pool.make_trainer_env`).
+
+    Raises:
+        ValueError: `curriculum` with `kwargs` (the ladder sets the env's arguments).
     """
 
-    def __init__(self, xpgym_id: str, seed: int | None = None, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        xpgym_id: str,
+        seed: int | None = None,
+        curriculum: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__()
         self.xpgym_id = xpgym_id
         self.default_seed = seed
-        self.env = make_trainer_env(xpgym_id, **kwargs)
+        self._curriculum: tuple[SharedCurriculum, DifficultyEnv] | None = None
+        if curriculum is None:
+            self.env = make_trainer_env(xpgym_id, **kwargs)
+        elif kwargs:
+            raise ValueError(
+                f"a curriculum env is set by its ladder; got kwargs {kwargs} for {xpgym_id!r}"
+            )
+        else:
+            shared = shared_curriculum(curriculum)
+            difficulty = shared.make_env(xpgym_id)
+            self._curriculum = shared, difficulty
+            self.env = log_episodes_if_requested(difficulty)
 
     def reset(self, seed: int | None = None, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
-        """Reset the xpgym env (never GEM's global seeding)."""
+        """Reset the xpgym env (never GEM's global seeding), at the curriculum's level."""
+        if self._curriculum is not None:
+            shared, difficulty = self._curriculum
+            difficulty.set_difficulty_levels(shared.levels)
         return self.env.reset(seed=self.default_seed if seed is None else seed, **kwargs)
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """One step of the xpgym env."""
+        """One step of the xpgym env (the last one of an episode feeds the curriculum)."""
         observation, reward, terminated, truncated, info = self.env.step(action)
+        if self._curriculum is not None and (terminated or truncated):
+            tag = info[CURRICULUM_INFO_KEY]
+            if find_infra_cause(info) is None:
+                self._curriculum[0].record(tag["family"], tag["level"], bool(info.get("correct")))
         return observation, float(reward), bool(terminated), bool(truncated), info
 
     def sample_random_action(self) -> str:

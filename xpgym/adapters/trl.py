@@ -86,23 +86,21 @@ from xpgym.core.tools.calls import format_function_call, function_schema  # noqa
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 from xpgym.core.wrappers.limits import HorizonSchedule  # noqa: E402
 from xpgym.core.wrappers.tools import ToolEnvWrapper  # noqa: E402
-from xpgym.rollout.curriculum import (  # noqa: E402
-    DifficultyEnv,
-    SuccessRateScheduler,
-    curriculum_task_pool,
-)
+from xpgym.rollout.curriculum import DifficultyEnv, SuccessRateScheduler  # noqa: E402
 from xpgym.rollout.env_pool import make_trainer_env  # noqa: E402
 from xpgym.rollout.policies import Generation  # noqa: E402
 from xpgym.rollout.policies.hf import HFPolicy  # noqa: E402
 from xpgym.rollout.recorder import EpisodeRecorder  # noqa: E402
 from xpgym.rollout.runner import (  # noqa: E402
     EpisodeTask,
+    curriculum_task_pool,
     isolated_step,
     policy_generate,
     run_episode,
     shared_prompt_builder,
     task_env_pool,
 )
+from xpgym.rollout.shared_curriculum import SharedCurriculum  # noqa: E402
 from xpgym.training.advantages import (  # noqa: E402
     STEP_ALGORITHMS,
     TOKEN_ESTIMATORS,
@@ -273,7 +271,7 @@ def make_rollout_func(
     max_new_tokens: int,
     max_turns: int | None = None,
     horizon: Callable[[int], int] | None = None,
-    curriculum: SuccessRateScheduler | None = None,
+    curriculum: SuccessRateScheduler | SharedCurriculum | None = None,
     system_prompt: str | None = None,
     seed: int = 0,
     advantage: StepAlgorithm | None = None,
@@ -301,8 +299,10 @@ def make_rollout_func(
         curriculum: A difficulty curriculum over the tasks' families (the tasks name any id
             of a family the scheduler holds, without ``env_kwargs``): every episode plays
             the family at ``curriculum.levels`` as they are at the start of the call
-            (`xpgym.rollout.curriculum.curriculum_task_pool`), a training call's episodes
-            are then observed, and ``curriculum.metrics()`` go to the trainer's log.
+            (`xpgym.rollout.runner.curriculum_task_pool`), a training call's episodes
+            are then observed, and ``curriculum.metrics()`` go to the trainer's log. A
+            `SharedCurriculum` is one scheduler for all of TRL's processes. (Tasks that
+            name a curriculum file themselves need no argument; not both.)
         system_prompt: Prepended as a system message (see `run_episode`).
         seed: Base of the sampling seeds: generation batch ``k`` on process ``p`` samples
             with seeds derived from ``(seed, k, p)``.
@@ -316,7 +316,8 @@ def make_rollout_func(
         ``rollout_func(prompts, trainer) -> dict`` (`to_rollout_output` of the episodes).
 
     Raises:
-        ValueError: ``advantage="tree"``.
+        ValueError: ``advantage="tree"``; (at a call) a task naming a curriculum file
+            under `curriculum`.
     """
     if advantage == "tree":
         raise ValueError(
@@ -330,6 +331,11 @@ def make_rollout_func(
     def rollout_func(prompts: list[str], trainer: GRPOTrainer) -> dict[str, Any]:
         step = int(trainer.state.global_step)
         tasks = [EpisodeTask.from_json(prompt) for prompt in prompts]
+        if curriculum is not None and any(task.curriculum for task in tasks):
+            raise ValueError(
+                "tasks that name a curriculum file play under it; pass curriculum= to "
+                "make_rollout_func only for tasks without one"
+            )
         model = trainer.accelerator.unwrap_model(trainer.model)
         # TRL types processing_class as any processor; a GRPO run on text has a tokenizer
         tokenizer = cast(PromptTokenizer, trainer.processing_class)

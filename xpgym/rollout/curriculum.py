@@ -8,7 +8,9 @@ Three parts, each usable alone:
   argument of the families that have one (`CONTINUOUS_KNOBS`). `ladder_for` picks one from
   an env id. `DifficultyEnv` wraps an env of a ladder and rebuilds it at the next `reset`
   when its level changes; every ``info`` it returns carries
-  ``info["curriculum"] = {"family": ..., "level": ...}`` (the level the episode started at).
+  ``info["curriculum"] = {"family": ..., "level": ...}`` (the level the episode started at),
+  and every step's ``info["metrics"]`` ``curriculum/<family>/level``: the level reaches every
+  trainer's log with the episodes' metrics (`xpgym.core.trajectory.episode_metrics`).
 
 * **Schedulers** (the `Scheduler` protocol): called by the trainer's loop once per training
   step, ``apply(vec_env, step)`` before collecting and ``observe(episodes)`` after, and
@@ -48,8 +50,6 @@ from xpgym.core.env import Env, EnvSpec, Wrapper
 from xpgym.core.registry import UnknownEnvError, make, spec
 from xpgym.core.trajectory import Episode
 from xpgym.core.vector import VectorEnv, vector_env_class
-from xpgym.rollout.env_pool import EnvPool
-from xpgym.rollout.runner import EpisodeTask
 
 __all__ = [
     "CONTINUOUS_KNOBS",
@@ -62,7 +62,6 @@ __all__ = [
     "PresetLadder",
     "Scheduler",
     "SuccessRateScheduler",
-    "curriculum_task_pool",
     "episode_succeeded",
     "family_of",
     "fill_groups",
@@ -230,7 +229,8 @@ class DifficultyEnv(Wrapper[Any]):
     uses for mixed families) takes effect at the next `reset`: the inner env is rebuilt
     from ``ladder.env_args(level)`` then (the old one closed), so an episode keeps the
     level it started with. Every ``info`` from `reset` and `step` gets
-    ``info["curriculum"] = {"family": ladder.family, "level": the episode's level}``.
+    ``info["curriculum"] = {"family": ladder.family, "level": the episode's level}``, and
+    a step's ``info["metrics"]`` (the inner env's, if any) ``curriculum/<family>/level``.
     `spec` is the family's base spec whatever the level (records name the family; the level
     is in the info). Wrapper state is ``{"level": the episode's level}``; `set_state`
     rebuilds the inner env at that level before restoring it.
@@ -292,7 +292,10 @@ class DifficultyEnv(Wrapper[Any]):
 
     def step(self, action: str) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
-        return obs, reward, terminated, truncated, self._tag(info)
+        tagged = self._tag(info)
+        level = {f"{INFO_KEY}/{self.ladder.family}/level": float(self._level)}
+        tagged["metrics"] = {**(info.get("metrics") or {}), **level}
+        return obs, reward, terminated, truncated, tagged
 
     def get_wrapper_state(self) -> dict[str, int]:
         """``{"level": the current episode's level}``."""
@@ -443,8 +446,8 @@ class SuccessRateScheduler:
         """Each family's current level."""
         return {family: state.level for family, state in self._families.items()}
 
-    def make_env(self, env_id: str) -> DifficultyEnv:
-        """A `DifficultyEnv` of `env_id`'s family (`family_of`) at its current level.
+    def ladder(self, env_id: str) -> DifficultyLadder:
+        """The ladder of `env_id`'s family (`family_of`).
 
         Raises:
             ValueError: the family is not one of this scheduler's, naming those that are.
@@ -456,7 +459,12 @@ class SuccessRateScheduler:
                 f"{env_id!r} is of family {family!r}, which this scheduler does not hold; "
                 f"it holds {sorted(self._families)}"
             )
-        return DifficultyEnv(ladder, self._families[family].level)
+        return ladder
+
+    def make_env(self, env_id: str) -> DifficultyEnv:
+        """A `DifficultyEnv` of `env_id`'s family at its current level (`ladder`)."""
+        ladder = self.ladder(env_id)
+        return DifficultyEnv(ladder, self._families[ladder.family].level)
 
     def apply(self, vec_env: VectorEnv, step: int) -> None:
         """``vec_env.call("set_difficulty_levels", levels)``: every `DifficultyEnv` takes its
@@ -467,11 +475,56 @@ class SuccessRateScheduler:
         """Add the results at each family's current level; then move levels by the rule."""
         for episode in episodes:
             tag = episode.turns[-1].info.get(INFO_KEY) if episode.turns else None
-            if not isinstance(tag, Mapping) or episode.infra_error is not None:
-                continue
-            state = self._families.get(tag.get("family"))  # type: ignore[arg-type]
-            if state is not None and tag.get("level") == state.level:
-                state.window.append(self.success(episode))
+            if isinstance(tag, Mapping) and episode.infra_error is None:
+                self._add(tag.get("family"), tag.get("level"), self.success(episode))
+        self._decide()
+
+    def record(self, family: str, level: int, success: bool) -> None:
+        """One episode's result, as `observe` takes it from an episode: counted when `family`
+        is scheduled here and `level` is its current level; then move levels by the rule.
+        For hooks that see an episode's end but not an `Episode` (a GEM env's last step)."""
+        self._add(family, level, bool(success))
+        self._decide()
+
+    def state_dict(self) -> dict[str, dict[str, Any]]:
+        """``{family: {"level": int, "window": [bool, ...]}}`` (oldest result first): all a
+        scheduler's changing state, JSON-compatible; `load_state_dict` restores it."""
+        return {
+            family: {"level": state.level, "window": list(state.window)}
+            for family, state in self._families.items()
+        }
+
+    def load_state_dict(self, state: Mapping[str, Mapping[str, Any]]) -> None:
+        """Restore `state_dict`'s output.
+
+        Raises:
+            ValueError: its families are not this scheduler's, a level is outside a family's
+                bounds, or a window is longer than `window`.
+        """
+        if set(state) != set(self._families):
+            raise ValueError(
+                f"the state's families {sorted(state)} are not this scheduler's "
+                f"{sorted(self._families)}"
+            )
+        loaded = {}
+        for family, entry in state.items():
+            level, window = entry["level"], list(entry["window"])
+            low, high = self._bounds[family]
+            if isinstance(level, bool) or not isinstance(level, int) or not low <= level <= high:
+                raise ValueError(f"{family}: level {level!r} is outside [{low}, {high}]")
+            if len(window) > self.window or not all(isinstance(x, bool) for x in window):
+                raise ValueError(
+                    f"{family}: a window holds at most {self.window} bools, got {window!r:.80}"
+                )
+            loaded[family] = _FamilyState(level, deque(window, maxlen=self.window))
+        self._families = loaded
+
+    def _add(self, family: Any, level: Any, success: bool) -> None:
+        state = self._families.get(family) if isinstance(family, str) else None
+        if state is not None and level == state.level:
+            state.window.append(success)
+
+    def _decide(self) -> None:
         for family, state in self._families.items():
             if len(state.window) < self.window:
                 continue
@@ -532,31 +585,6 @@ class HorizonScheduler:
     def metrics(self) -> dict[str, float]:
         """``horizon/max_turns``: the cap of the episodes started since the last `apply`."""
         return {"horizon/max_turns": float(self.schedule(self._step))}
-
-
-def curriculum_task_pool(
-    scheduler: SuccessRateScheduler, wrap: Callable[[Env], Env] | None = None
-) -> EnvPool[EpisodeTask, Env]:
-    """An `EnvPool` for the `EpisodeTask`s of a trainer's hook under `scheduler`: a task's env
-    is ``scheduler.make_env(task.env_id)`` (then `wrap`), shared by the tasks of one family
-    whatever their suffix. Before each episode the hook calls
-    ``set_difficulty_levels(scheduler.levels)`` on the leased env (it reaches the
-    `DifficultyEnv` through `wrap`'s delegation); after a batch, ``scheduler.observe``.
-
-    Raises:
-        ValueError: (when an env is made) a task with ``env_kwargs``: the ladder sets them.
-    """
-
-    def build(task: EpisodeTask) -> Env:
-        if task.env_kwargs:
-            raise ValueError(
-                f"a curriculum task's env is set by its ladder; got env_kwargs "
-                f"{dict(task.env_kwargs)} for {task.env_id!r}"
-            )
-        env: Env = scheduler.make_env(task.env_id)
-        return env if wrap is None else wrap(env)
-
-    return EnvPool(build, key=lambda task: family_of(task.env_id))
 
 
 # --------------------------------------------------------------------------------------

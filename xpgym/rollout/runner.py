@@ -49,6 +49,13 @@ ends with ``Episode.outcome == "infra_error"``, as does one whose step info carr
 marker (a grader timeout, a remote 5xx, a broken tool backend). The trainer then keeps it
 out of advantage statistics and the loss. A failing `reset` still raises.
 
+Curricula: a task with ``curriculum`` (a shared curriculum file,
+`xpgym.rollout.shared_curriculum`) gets its family's `DifficultyEnv` from `task_env_pool`,
+`LiveEpisode.start` sets the file's current levels before the reset, and the episode is
+observed by the file's scheduler when it ends: every hook that plays tasks (verl, OpenRLHF,
+RL2) runs under one curriculum shared by all its workers, with nothing of its own.
+`curriculum_task_pool` is the same for an in-process scheduler (TRL's ``rollout_func``).
+
 Importing this module imports no trainer, torch or transformers.
 """
 
@@ -58,6 +65,7 @@ import asyncio
 import functools
 import json
 import logging
+import os
 import threading
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -69,15 +77,19 @@ from xpgym.core.env import Env
 from xpgym.core.errors import step_failure_info
 from xpgym.core.trajectory import Episode
 from xpgym.core.vector.base import derive_seeds
+from xpgym.core.wrappers.episode_log import log_episodes_if_requested
+from xpgym.rollout.curriculum import SuccessRateScheduler, family_of
 from xpgym.rollout.env_pool import EnvLease, EnvPool, make_trainer_env
 from xpgym.rollout.policies import FinishReason, Generation, Policy
 from xpgym.rollout.recorder import EpisodeRecorder
+from xpgym.rollout.shared_curriculum import SharedCurriculum, shared_curriculum
 
 __all__ = [
     "EpisodeTask",
     "LiveEpisode",
     "LiveEpisodes",
     "TokenGenerate",
+    "curriculum_task_pool",
     "generation_from_ids",
     "isolated_step",
     "make_tasks",
@@ -104,30 +116,44 @@ class EpisodeTask:
         seed: Reset seed (non-negative int).
         group_id: Id of the group of episodes that start from this state.
         env_kwargs: Keyword arguments for ``xpgym.make`` (JSON-compatible).
+        curriculum: Path of a shared curriculum file
+            (`xpgym.rollout.shared_curriculum.SharedCurriculum`), or None. With one, the env is
+            the `DifficultyEnv` of ``env_id``'s family (any id of it; no `env_kwargs`), its
+            level read from the file at each reset, and every finished episode is observed
+            by the curriculum (`LiveEpisode`), in whichever process plays it.
     """
 
     env_id: str
     seed: int
     group_id: str
     env_kwargs: Mapping[str, Any] = field(default_factory=dict)
+    curriculum: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.env_id, str) or not self.env_id:
             raise ValueError(f"env_id must be a non-empty str, got {self.env_id!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ValueError(f"seed must be a non-negative int, got {self.seed!r}")
+        if self.curriculum is not None:
+            if not isinstance(self.curriculum, str) or not self.curriculum:
+                raise ValueError(f"curriculum must be a file path (str), got {self.curriculum!r}")
+            if self.env_kwargs:
+                raise ValueError(
+                    f"a curriculum task's env is set by its ladder; got env_kwargs "
+                    f"{dict(self.env_kwargs)} for {self.env_id!r}"
+                )
 
     def to_json(self) -> str:
-        """One line of JSON; `from_json` inverts it."""
-        return json.dumps(
-            {
-                "env_id": self.env_id,
-                "seed": self.seed,
-                "group_id": self.group_id,
-                "env_kwargs": dict(self.env_kwargs),
-            },
-            sort_keys=True,
-        )
+        """One line of JSON (``curriculum`` only when set); `from_json` inverts it."""
+        data: dict[str, Any] = {
+            "env_id": self.env_id,
+            "seed": self.seed,
+            "group_id": self.group_id,
+            "env_kwargs": dict(self.env_kwargs),
+        }
+        if self.curriculum is not None:
+            data["curriculum"] = self.curriculum
+        return json.dumps(data, sort_keys=True)
 
     def recorder(
         self,
@@ -151,7 +177,7 @@ class EpisodeTask:
     def from_json(cls, text: str | Mapping[str, Any]) -> EpisodeTask:
         """Parse `to_json` output (or the already-decoded dict); unknown keys raise."""
         data = json.loads(text) if isinstance(text, str) else dict(text)
-        unknown = set(data) - {"env_id", "seed", "group_id", "env_kwargs"}
+        unknown = set(data) - {"env_id", "seed", "group_id", "env_kwargs", "curriculum"}
         if unknown:
             raise ValueError(f"unknown EpisodeTask keys {sorted(unknown)} in {text!r:.120}")
         return cls(**data)
@@ -163,17 +189,20 @@ def make_tasks(
     *,
     seed: int = 0,
     env_kwargs: Mapping[str, Any] | None = None,
+    curriculum: str | os.PathLike[str] | None = None,
 ) -> list[EpisodeTask]:
     """`num_tasks` tasks of one env with distinct reset seeds derived from `seed`.
 
     Task ``i`` has seed ``derive_seeds(seed, num_tasks)[i]`` (independent of `num_tasks`) and
-    group id ``f"{env_id}/{seed}/{i}"``.
+    group id ``f"{env_id}/{seed}/{i}"``; every task has `env_kwargs` and `curriculum` (a
+    shared curriculum file's path, `EpisodeTask.curriculum`).
     """
     if isinstance(num_tasks, bool) or not isinstance(num_tasks, int) or num_tasks < 0:
         raise ValueError(f"num_tasks must be a non-negative int, got {num_tasks!r}")
     seeds = derive_seeds(seed, num_tasks)
+    path = None if curriculum is None else os.fspath(curriculum)
     return [
-        EpisodeTask(env_id, s, f"{env_id}/{seed}/{i}", dict(env_kwargs or {}))
+        EpisodeTask(env_id, s, f"{env_id}/{seed}/{i}", dict(env_kwargs or {}), path)
         for i, s in enumerate(seeds)
     ]
 
@@ -222,11 +251,41 @@ def task_env_pool(wrap: Callable[[Env], Env] | None = None) -> EnvPool[EpisodeTa
 
 
 def _make_task_env(task: EpisodeTask) -> Env:
+    if task.curriculum is not None:
+        return log_episodes_if_requested(shared_curriculum(task.curriculum).make_env(task.env_id))
     return make_trainer_env(task.env_id, **dict(task.env_kwargs))
 
 
 def _env_key(task: EpisodeTask) -> str:
+    if task.curriculum is not None:  # one env per family, whatever the task's preset suffix
+        return json.dumps(["curriculum", task.curriculum, family_of(task.env_id)])
     return json.dumps([task.env_id, dict(task.env_kwargs)], sort_keys=True)
+
+
+def curriculum_task_pool(
+    scheduler: SuccessRateScheduler | SharedCurriculum, wrap: Callable[[Env], Env] | None = None
+) -> EnvPool[EpisodeTask, Env]:
+    """An `EnvPool` for the `EpisodeTask`s of a trainer's hook under an in-process
+    `scheduler`: a task's env is ``scheduler.make_env(task.env_id)`` (then `wrap`), shared by
+    the tasks of one family whatever their suffix. Before each episode the hook calls
+    ``set_difficulty_levels(scheduler.levels)`` on the leased env (it reaches the
+    `DifficultyEnv` through `wrap`'s delegation); after a batch, ``scheduler.observe``.
+    (Tasks that name a shared curriculum file need none of this: `task_env_pool`.)
+
+    Raises:
+        ValueError: (when an env is made) a task with ``env_kwargs``: the ladder sets them.
+    """
+
+    def build(task: EpisodeTask) -> Env:
+        if task.env_kwargs:
+            raise ValueError(
+                f"a curriculum task's env is set by its ladder; got env_kwargs "
+                f"{dict(task.env_kwargs)} for {task.env_id!r}"
+            )
+        env: Env = scheduler.make_env(task.env_id)
+        return env if wrap is None else wrap(env)
+
+    return EnvPool(build, key=lambda task: family_of(task.env_id))
 
 
 class TokenGenerate(Protocol):
@@ -412,14 +471,17 @@ class LiveEpisode:
         system_prompt: str | None = None,
     ) -> LiveEpisode:
         """Reset `env` with ``task.seed`` (in a worker thread) and build the first prompt.
+        A task with a ``curriculum`` first sets the file's current levels on `env` (a
+        `DifficultyEnv`, or a wrapper of one, as `task_env_pool` makes).
 
         Args:
             max_turns, system_prompt: As `run_episode`'s.
 
         Raises:
-            Exception: what ``env.reset`` raises.
+            TypeError: a curriculum task on an env without ``set_difficulty_levels``.
+            Exception: what ``env.reset`` raises, or reading the curriculum file.
         """
-        observation, reset_info = await asyncio.to_thread(env.reset, seed=task.seed)
+        observation, reset_info = await asyncio.to_thread(_reset_for, env, task)
         recorder = task.recorder(reset_info, max_turns=max_turns, system_prompt=system_prompt)
         return cls(env, task, prompt_builder, recorder, observation)
 
@@ -463,6 +525,7 @@ class LiveEpisode:
             info,
             prompt_ids=self.prompt_ids,
         ):
+            self._observe_curriculum()
             return True
         messages = observation_messages(next_observation, info, first=False)
         self.prompt_ids = self.prompt_builder.extend(
@@ -475,6 +538,24 @@ class LiveEpisode:
         """End the episode because the next prompt leaves no room to generate
         (`EpisodeRecorder.end_for_context`: ``truncated_reason = "context"``)."""
         self.recorder.end_for_context(self.observation, self.prompt_ids)
+        self._observe_curriculum()
+
+    def _observe_curriculum(self) -> None:
+        # a short write under the file's lock (SharedCurriculum.observe), in the caller's thread
+        if self.task.curriculum is not None:
+            shared_curriculum(self.task.curriculum).observe([self.episode])
+
+
+def _reset_for(env: Env, task: EpisodeTask) -> tuple[Any, dict[str, Any]]:
+    if task.curriculum is not None:
+        set_levels = getattr(env, "set_difficulty_levels", None)
+        if set_levels is None:
+            raise TypeError(
+                f"task {task.group_id!r} names curriculum {task.curriculum!r}, but its env "
+                f"{env!r:.80} has no set_difficulty_levels: lease it from task_env_pool()"
+            )
+        set_levels(shared_curriculum(task.curriculum).levels)
+    return env.reset(seed=task.seed)
 
 
 @dataclass
