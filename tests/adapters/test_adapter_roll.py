@@ -98,6 +98,32 @@ def test_step_batch_has_one_sample_per_turn() -> None:
     assert nt["traj_group_id"].tolist() == ["g0"] * 5 + ["g1"] * 2
 
 
+def test_state_hash_is_equal_exactly_for_turns_of_one_group_on_one_state() -> None:
+    eps = episodes()  # g0: episodes 0 (2 turns) and 1 (3 turns); g1: 2 and 3 (1 turn each)
+    seen = [["a", "b"], ["a", "c", "b"], ["a"], ["a"]]
+    for episode, observations in zip(eps, seen, strict=True):
+        for turn, observation in zip(episode.turns, observations, strict=True):
+            turn.observation = observation
+    hashes = step_batch(eps, pad_token_id=0, sequence_length=L).non_tensor_batch["state_hash"]
+    (a0, b0), (a1, c1, b1), (a2,), (a3,) = hashes[:2], hashes[2:5], hashes[5:6], hashes[6:]
+    assert a0 == a1
+    assert b0 == b1  # the same state, reached at different turns
+    assert len({a0, b0, c1}) == 3
+    assert a2 == a3 != a0  # the same observation in another group
+
+
+def test_state_hash_follows_the_envs_state_key_over_the_observation() -> None:
+    eps = episodes()[:2]
+    for episode in eps:
+        episode.info["reset_info"] = {"state_key": "start"}
+    eps[0].turns[0].info["state_key"] = "left"
+    eps[1].turns[0].info["state_key"] = "left"
+    eps[1].turns[1].info["state_key"] = "right"
+    hashes = step_batch(eps, pad_token_id=0, sequence_length=L).non_tensor_batch["state_hash"]
+    assert hashes.tolist()[:4] == ["g0#env:start", "g0#env:left", "g0#env:start", "g0#env:left"]
+    assert hashes[4] == "g0#env:right"
+
+
 def test_trajectory_batch_has_one_sample_per_episode() -> None:
     batch = trajectory_batch(episodes(), pad_token_id=0, sequence_length=L)
     for b in range(4):

@@ -44,16 +44,14 @@ from xpgym.adapters.trl import (  # noqa: E402
     to_rollout_output,
     turn_advantages,
 )
-from xpgym.core.trajectory import Episode  # noqa: E402
+from xpgym.core.trajectory import Episode, tree_nodes, turn_state_keys  # noqa: E402
 from xpgym.reference.tiny_model import build_tiny_model, build_tiny_tokenizer, env_corpus  # noqa: E402
 from xpgym.rollout.runner import EpisodeTask, make_tasks  # noqa: E402
 from xpgym.training.advantages import (  # noqa: E402
     episode_scores,
     gigpo,
     tree_advantages,
-    tree_nodes,
     turn_rewards,
-    turn_state_keys,
 )
 from xpgym.training.layouts import episode_rows  # noqa: E402
 

@@ -105,6 +105,58 @@ def test_per_episode_rows_are_verls_agent_loop_layout() -> None:
     assert data.non_tensor_batch["__num_turns__"].tolist() == [4, 6, 2, 2]
 
 
+STEP_ID_KEYS = ("xpgym_state_keys", "xpgym_node_ids", "xpgym_tree_root")
+
+
+def forked() -> list[Episode]:
+    """The cases with episode ids, the second a branch of the first forked at turn 1, the
+    first turn of each group on one observation."""
+    eps = episodes()
+    for e, episode in enumerate(eps):
+        episode.episode_id = f"e{e}"
+        for t, turn in enumerate(episode.turns):
+            turn.observation = f"o{t}" if t == 0 else f"o{e}.{t}"
+    eps[1].parent_id, eps[1].parent_turn = "e0", 1
+    return eps
+
+
+def test_without_step_ids_the_batch_carries_no_step_ids() -> None:
+    data = to_data_proto(forked(), pad_token_id=0)
+    assert not set(STEP_ID_KEYS) & set(data.non_tensor_batch)
+
+
+@pytest.mark.parametrize("layout", ["per_episode", "per_turn"])
+def test_step_ids_reach_the_non_tensor_batch_one_entry_per_row(layout: str) -> None:
+    data = to_data_proto(forked(), pad_token_id=0, layout=layout, step_ids=True)
+    nt = data.non_tensor_batch
+    keys, nodes = nt["xpgym_state_keys"], nt["xpgym_node_ids"]
+    assert keys.dtype == nodes.dtype == nt["xpgym_tree_root"].dtype == object
+    assert len(keys) == len(nodes) == len(nt["xpgym_tree_root"]) == len(data)
+    per_turn = [key for row in keys for key in row]  # both layouts: every turn, in order
+    observed = ["o0", "o0.1", "o0", "o1.1", "o1.2", "o0", "o0"]
+    assert per_turn == [f'obs:"{observation}"' for observation in observed]
+    assert [node for row in nodes for node in row] == [
+        *("e0#0", "e0#1"),
+        *("e0#0", "e1#1", "e1#2"),  # the branch shares its parent's turn 0
+        *("e2#0", "e3#0"),
+    ]
+    assert set(nt["xpgym_tree_root"][nt["uid"] == "g0"]) == {"g0"}
+
+
+def test_step_ids_follow_their_rows_through_verls_selection() -> None:
+    data = to_data_proto(forked(), pad_token_id=0, layout="per_turn", step_ids=True)
+    picked = data.select_idxs(np.array([4, 1]))
+    assert picked.non_tensor_batch["xpgym_node_ids"].tolist() == [("e1#2",), ("e0#1",)]
+    assert picked.batch["responses"].shape[0] == 2
+
+
+def test_episodes_without_ids_carry_state_keys_only() -> None:
+    data = to_data_proto(episodes(), pad_token_id=0, step_ids=True)
+    assert "xpgym_state_keys" in data.non_tensor_batch
+    assert "xpgym_node_ids" not in data.non_tensor_batch
+    assert "xpgym_tree_root" not in data.non_tensor_batch
+
+
 def test_per_episode_rewards_sit_on_each_turns_last_policy_token() -> None:
     rm_scores = to_data_proto(episodes(), pad_token_id=0).batch["rm_scores"].numpy()
     for b, (positions, rewards) in enumerate(zip(REWARD_POSITIONS, TURN_REWARDS, strict=True)):

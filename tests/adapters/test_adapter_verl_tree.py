@@ -18,14 +18,13 @@ from verl.trainer.config import AlgoConfig  # noqa: E402
 from verl.trainer.ppo.ray_trainer import compute_advantage  # noqa: E402
 
 from xpgym.adapters.verl import ESTIMATORS, to_data_proto  # noqa: E402
+from xpgym.core.trajectory import tree_nodes, turn_state_keys  # noqa: E402
 from xpgym.training.advantages import (  # noqa: E402
     broadcast_to_tokens,
     episode_scores,
     gigpo,
     tree_advantages,
-    tree_nodes,
     turn_rewards,
-    turn_state_keys,
 )
 from xpgym.training.layouts import build_rows  # noqa: E402
 

@@ -14,6 +14,7 @@ import tree_cases  # noqa: E402
 from tree_cases import EASY, Scored  # noqa: E402
 
 import xpgym  # noqa: E402
+from xpgym.core.trajectory import tree_nodes, turn_state_keys  # noqa: E402
 from xpgym.reference.trainer import Trainer, TrainerConfig, train  # noqa: E402
 from xpgym.rollout.tree import TreeSpec  # noqa: E402
 from xpgym.training.advantages import (  # noqa: E402
@@ -21,9 +22,7 @@ from xpgym.training.advantages import (  # noqa: E402
     episode_scores,
     gigpo,
     tree_advantages,
-    tree_nodes,
     turn_rewards,
-    turn_state_keys,
 )
 
 

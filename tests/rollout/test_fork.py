@@ -285,7 +285,8 @@ def test_a_remote_env_says_it_cannot_fork():
 
 
 def test_forked_branches_lay_out_as_a_tree_for_tree_advantages(vecs):
-    from xpgym.training.advantages import episode_scores, tree_advantages, tree_nodes, turn_rewards
+    from xpgym.core.trajectory import tree_nodes
+    from xpgym.training.advantages import episode_scores, tree_advantages, turn_rewards
 
     vecs.append(xpgym.make_vec(EASY, 2))
     collector = RolloutCollector(vecs[-1], RandomGuesses(4), record_states=True)

@@ -6,12 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from xpgym.core.trajectory import Episode, Turn
+from xpgym.core.trajectory import Episode, Turn, tree_nodes, turn_state_keys
 from xpgym.training.advantages import (
     gigpo,
     tree_advantages,
-    tree_nodes,
-    turn_state_keys,
 )
 
 # One group g of three episodes; s0..s3 are env states. gamma = 0.5.

@@ -7,16 +7,14 @@ import numpy as np
 import pytest
 
 from xpgym.core.errors import InfraCause
-from xpgym.core.trajectory import Episode, Turn, training_group_ids
+from xpgym.core.trajectory import Episode, Turn, training_group_ids, tree_nodes, turn_state_keys
 from xpgym.training.advantages import (
     episode_advantages,
     episode_scores,
     gigpo,
     tree_advantages,
-    tree_nodes,
     turn_advantages,
     turn_rewards,
-    turn_state_keys,
 )
 
 REWARDS = [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]

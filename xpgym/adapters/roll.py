@@ -43,8 +43,11 @@ key                dtype       shape      meaning
 ``step_scores``    object      [B]        step: the turn's reward; trajectory: the list of
                                           per-turn rewards
 ``step``           object      [B]        step layout only: the turn index
-``state_hash``     object      [B]        step layout only: group id + turn (a stand-in for
-                                          ROLL's hash of the observation)
+``state_hash``     object      [B]        step layout only: ``f"{group}#{key}"``, the
+                                          group id and the turn's anchor-state key
+                                          (`RowInfo.state_keys`): equal exactly for turns
+                                          of one group acting on one state (ROLL hashes
+                                          the observation; its GiGPO groups by it)
 ``tags``, ``env_ids``, ``group_ids``, ``traj_group_id``, ``traj_id``: object [B] ids
 =================  ==========  =========  ================================================
 
@@ -71,7 +74,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -306,14 +309,14 @@ def _batch(
     tag: str,
     truncate: bool,
 ) -> RollBatch:
-    packed = build_rows(episodes, layout)
+    per_turn = layout == "per_turn"
+    packed = build_rows(episodes, layout, step_ids=per_turn)
     rows = packed.pad(
         pad_token_id=pad_token_id,
         max_length=sequence_length,
         truncate=truncate,
         pad_to_max_length=True,
     )
-    per_turn = layout == "per_turn"
     response_mask = rows.response_mask.astype(bool)
     first_policy = np.argmax(response_mask, axis=1)
     totals = [ep.total_reward for ep in episodes]
@@ -351,8 +354,9 @@ def _batch(
     if per_turn:
         non_tensor["step_scores"] = objects(float(r) for r in rows.reward)
         non_tensor["step"] = objects(int(t) for t in rows.first_turn)
+        keys = cast(np.ndarray, rows.state_keys)  # built with step_ids: one key a row
         non_tensor["state_hash"] = objects(
-            f"{g}#{t}" for g, t in zip(groups, rows.first_turn, strict=True)
+            f"{g}#{key}" for g, (key,) in zip(groups, keys, strict=True)
         )
     else:
         non_tensor["step_scores"] = objects(

@@ -47,6 +47,16 @@ key                  dtype    shape       padding  meaning
                                                    elsewhere (only when episodes have them)
 ``uid`` (non-tensor) object   [B]         --       the episode's ``group_id`` (GRPO group)
 ``__num_turns__``    int32    [B]         --       2 x the row's turns (user + assistant)
+``xpgym_state_keys`` object   [B]         --       with ``step_ids=True``: per row a tuple
+                                                   of str, each turn's anchor-state key
+                                                   (`RowInfo.state_keys`; GiGPO's step
+                                                   groups are ``(uid, key)`` pairs)
+``xpgym_node_ids``   object   [B]         --       with ``step_ids=True`` and every
+                                                   episode an ``episode_id``: per row a
+                                                   tuple of str, each turn's tree node
+                                                   (`RowInfo.node_ids`)
+``xpgym_tree_root``  object   [B]         --       with ``xpgym_node_ids``: the root of
+                                                   the row's tree (`RowInfo.tree_root`)
 ===================  =======  ==========  =======  ====================================
 
 Reward placement (``rm_scores``, which V1 copies to ``token_level_scores`` and, without a KL
@@ -79,6 +89,9 @@ for advantages), so GiGPO's anchor states and a tree's nodes cannot reach one. T
 computed from the episodes instead (`to_data_proto(..., advantage="gigpo" | "tree")`, which
 puts each turn's advantage on its last policy token in ``rm_scores``) and read back per turn
 by ``algorithm.adv_estimator=xpgym_turn_values``; verl's reward logs then show advantages.
+An estimator of a verl fork that groups turns itself (verl-agent's GiGPO) reads the ids
+from ``non_tensor_batch`` instead: ``to_data_proto(..., step_ids=True)`` adds
+``xpgym_state_keys`` (and, for trees, ``xpgym_node_ids`` / ``xpgym_tree_root``).
 `XpgymAgentLoop` plays each episode alone, so its batches cannot use them: they are for
 episodes xpgym collected as groups or trees (`RolloutCollector.collect_tree`).
 
@@ -177,6 +190,7 @@ def to_data_proto(
     pad_to_max_length: bool = False,
     advantage: StepAlgorithm | None = None,
     advantage_kwargs: Mapping[str, Any] | None = None,
+    step_ids: bool = False,
 ) -> DataProto:
     """The ``DataProto`` verl's agent-loop rollout would give for `episodes`.
 
@@ -198,17 +212,21 @@ def to_data_proto(
             the estimator ``xpgym_turn_values`` (module docstring, "Step-level and tree
             advantages"). None: rewards as above.
         advantage_kwargs: Options of the estimator (e.g. gigpo's ``omega``).
+        step_ids: Also carry each row's per-turn ids in ``non_tensor_batch``:
+            ``xpgym_state_keys``, and ``xpgym_node_ids`` / ``xpgym_tree_root`` when every
+            episode has an ``episode_id`` (module docstring; a cost per turn, see
+            `xpgym.training.layouts.turn_rows`).
 
     Returns:
         A ``DataProto`` with the keys of the module docstring's table.
     """
     if advantage is None:
-        packed = _rows(episodes, layout=layout, gamma=gamma)
+        packed = _rows(episodes, layout=layout, gamma=gamma, step_ids=step_ids)
     else:
         values = episode_advantages(
             advantage, episodes, gamma=gamma, **dict(advantage_kwargs or {})
         )
-        packed = build_rows(episodes, layout).with_turn_values(values)
+        packed = build_rows(episodes, layout, step_ids=step_ids).with_turn_values(values)
     rows = packed.split(
         pad_token_id=pad_token_id,
         max_prompt_length=max_prompt_length,
@@ -235,14 +253,22 @@ def to_data_proto(
         "uid": rows.group_id,
         "__num_turns__": (2 * rows.num_turns).astype(np.int32),
     }
+    ids = {
+        "xpgym_state_keys": rows.state_keys,
+        "xpgym_node_ids": rows.node_ids,
+        "xpgym_tree_root": rows.tree_root,
+    }
+    non_tensor.update({key: value for key, value in ids.items() if value is not None})
     meta_info = {"xpgym_metrics": {**infra_error_metrics(episodes), **episode_metrics(episodes)}}
     return DataProto(batch=batch, non_tensor_batch=non_tensor, meta_info=meta_info)
 
 
-def _rows(episodes: Sequence[Episode], *, layout: Layout, gamma: float) -> PackedRows:
+def _rows(
+    episodes: Sequence[Episode], *, layout: Layout, gamma: float, step_ids: bool = False
+) -> PackedRows:
     """verl's rows of `episodes`, their ``token_rewards`` being ``rm_scores`` (module
     docstring): per-turn rows carry each turn's return ``G_t`` on its last token."""
-    rows = build_rows(episodes, layout)
+    rows = build_rows(episodes, layout, step_ids=step_ids)
     if layout == "per_turn":
         return rows.with_row_rewards(row_returns(episodes, rows, gamma))
     return rows

@@ -55,7 +55,7 @@ STATE_KEY = "state_key"
 the next turn acts on is the same (what the episode's future depends on, not how it got
 there). An env whose observation does not determine that state puts it in the info of
 `reset` and of every step; GiGPO's anchor states
-(`xpgym.training.advantages.turn_state_keys`) group turns by it, and by the observation
+(`xpgym.core.trajectory.turn_state_keys`) group turns by it, and by the observation
 where an env gives none."""
 
 ENV_ID_PATTERN = re.compile(

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
 
+from xpgym.core.env import STATE_KEY
 from xpgym.core.errors import InfraCause
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
     "mean_metrics",
     "save_episodes",
     "training_group_ids",
+    "tree_nodes",
+    "turn_state_keys",
 ]
 
 
@@ -273,6 +276,76 @@ def training_group_ids(episodes: Sequence[Episode]) -> list[str]:
         else str(episode.group_id)
         for i, episode in enumerate(episodes)
     ]
+
+
+def turn_state_keys(episodes: Sequence[Episode]) -> list[list[str]]:
+    """The state key of every turn for `xpgym.training.advantages.gigpo`: the key of the
+    env state the turn acted on (the paper's anchor states).
+
+    That is the env's own key where it gives one (`xpgym.core.env.STATE_KEY`): for turn 0
+    ``info["state_key"]`` of the reset (``Episode.info["reset_info"]``), for turn ``t`` that
+    of turn ``t - 1``'s step; prefixed ``"env:"``. Otherwise the observation the turn acted
+    on, as JSON with sorted keys (text, or chat messages), prefixed ``"obs:"``: turns whose
+    observations are identical are taken to act on identical states.
+    """
+    keys = []
+    for episode in episodes:
+        before = episode.info.get("reset_info") or {}
+        row = []
+        for turn in episode.turns:
+            key = before.get(STATE_KEY) if isinstance(before, dict) else None
+            if isinstance(key, str):
+                row.append(f"env:{key}")
+            else:
+                row.append("obs:" + json.dumps(turn.observation, sort_keys=True, default=repr))
+            before = turn.info
+        keys.append(row)
+    return keys
+
+
+def tree_nodes(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
+    """``(root_ids, node_ids)`` of forked episodes for
+    `xpgym.training.advantages.tree_advantages`.
+
+    A branch (``parent_id`` set) shares its parent's nodes up to ``parent_turn`` and its
+    root; from there on each turn is a node of its own, ``f"{episode_id}#{t}"``. An episode
+    that is not a branch is a root path: its root is its ``group_id`` (episodes of one
+    group start from one state), else its ``episode_id``.
+
+    Raises:
+        ValueError: an episode without ``episode_id``, or a branch whose parent is not in
+            `episodes`.
+    """
+    by_id = {}
+    for i, episode in enumerate(episodes):
+        if episode.episode_id is None:
+            raise ValueError(
+                f"episodes[{i}] has no episode_id; collect with "
+                "RolloutCollector(record_states=True)"
+            )
+        by_id[episode.episode_id] = episode
+    done: dict[str, tuple[str, list[str]]] = {}
+
+    def nodes(episode: Episode) -> tuple[str, list[str]]:
+        key = str(episode.episode_id)
+        if key not in done:
+            own = [f"{key}#{t}" for t in range(len(episode.turns))]
+            if episode.parent_id is None:
+                done[key] = (str(episode.group_id or key), own)
+            else:
+                parent = by_id.get(episode.parent_id)
+                if parent is None:
+                    raise ValueError(
+                        f"the parent {episode.parent_id!r} of episode {key!r} is not among "
+                        "the episodes; pass every episode of the tree"
+                    )
+                root, shared = nodes(parent)
+                turn = int(episode.parent_turn or 0)
+                done[key] = (root, shared[:turn] + own[turn:])
+        return done[key]
+
+    pairs = [nodes(episode) for episode in episodes]
+    return [root for root, _ in pairs], [path for _, path in pairs]
 
 
 def infra_error_metrics(episodes: Iterable[Episode]) -> dict[str, float]:

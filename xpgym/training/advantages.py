@@ -92,15 +92,13 @@ one element (NaN), so they have no finite reference; ``single_member="error"`` f
 
 from __future__ import annotations
 
-import json
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from xpgym.core.env import STATE_KEY
-from xpgym.core.trajectory import training_group_ids
+from xpgym.core.trajectory import training_group_ids, tree_nodes, turn_state_keys
 
 if TYPE_CHECKING:
     from xpgym.core.trajectory import Episode
@@ -133,12 +131,10 @@ __all__ = [
     "row_returns",
     "token_advantages",
     "tree_advantages",
-    "tree_nodes",
     "turn_advantages",
     "turn_gae",
     "turn_index_from_mask",
     "turn_rewards",
-    "turn_state_keys",
     "whiten",
 ]
 
@@ -586,7 +582,8 @@ def gigpo(
         mask: ``[B, T]`` bool, True on real turns (a prefix of each row).
         group_ids: ``[B]`` episode group of each episode (start state), not None.
         state_keys: Per episode, at least one hashable key per valid turn: the state the
-            turn acted on (`turn_state_keys`); keys are compared within an episode group.
+            turn acted on (`xpgym.core.trajectory.turn_state_keys`); keys are compared
+            within an episode group.
         gamma: Discount of the step returns, ``0 <= gamma <= 1``.
         omega: Weight of the step-level advantage (1 in the paper).
         normalize, std, eps, single_member: Above.
@@ -612,38 +609,14 @@ def gigpo(
     return out
 
 
-def turn_state_keys(episodes: Sequence[Episode]) -> list[list[str]]:
-    """The state key of every turn for `gigpo`: the key of the env state the turn acted on
-    (the paper's anchor states).
-
-    That is the env's own key where it gives one (`xpgym.core.env.STATE_KEY`): for turn 0
-    ``info["state_key"]`` of the reset (``Episode.info["reset_info"]``), for turn ``t`` that
-    of turn ``t - 1``'s step; prefixed ``"env:"``. Otherwise the observation the turn acted
-    on, as JSON with sorted keys (text, or chat messages), prefixed ``"obs:"``: turns whose
-    observations are identical are taken to act on identical states.
-    """
-    keys = []
-    for episode in episodes:
-        before = episode.info.get("reset_info") or {}
-        row = []
-        for turn in episode.turns:
-            key = before.get(STATE_KEY) if isinstance(before, dict) else None
-            if isinstance(key, str):
-                row.append(f"env:{key}")
-            else:
-                row.append("obs:" + json.dumps(turn.observation, sort_keys=True, default=repr))
-            before = turn.info
-        keys.append(row)
-    return keys
-
-
 def tree_advantages(
     scores: ArrayLike,
     mask: ArrayLike,
     root_ids: ArrayLike | Sequence[Hashable],
     node_ids: Sequence[Sequence[Hashable]],
 ) -> NDArray[np.float64]:
-    """Advantages on a tree of episodes that share prefixes (forked branches, `tree_nodes`).
+    """Advantages on a tree of episodes that share prefixes (forked branches,
+    `xpgym.core.trajectory.tree_nodes`).
 
     Each episode is a path from its tree's root (``root_ids``) through one node per turn
     (``node_ids[b][t]``: the node the episode reaches after turn ``t``; episodes that share
@@ -690,50 +663,6 @@ def tree_advantages(
         values = [totals[node] / counts[node] for node in path]
         out[b, : len(path) - 1] = np.diff(values)
     return out
-
-
-def tree_nodes(episodes: Sequence[Episode]) -> tuple[list[str], list[list[str]]]:
-    """``(root_ids, node_ids)`` of forked episodes for `tree_advantages`.
-
-    A branch (``parent_id`` set) shares its parent's nodes up to ``parent_turn`` and its
-    root; from there on each turn is a node of its own, ``f"{episode_id}#{t}"``. An episode
-    that is not a branch is a root path: its root is its ``group_id`` (episodes of one
-    group start from one state), else its ``episode_id``.
-
-    Raises:
-        ValueError: an episode without ``episode_id``, or a branch whose parent is not in
-            `episodes`.
-    """
-    by_id = {}
-    for i, episode in enumerate(episodes):
-        if episode.episode_id is None:
-            raise ValueError(
-                f"episodes[{i}] has no episode_id; collect with "
-                "RolloutCollector(record_states=True)"
-            )
-        by_id[episode.episode_id] = episode
-    done: dict[str, tuple[str, list[str]]] = {}
-
-    def nodes(episode: Episode) -> tuple[str, list[str]]:
-        key = str(episode.episode_id)
-        if key not in done:
-            own = [f"{key}#{t}" for t in range(len(episode.turns))]
-            if episode.parent_id is None:
-                done[key] = (str(episode.group_id or key), own)
-            else:
-                parent = by_id.get(episode.parent_id)
-                if parent is None:
-                    raise ValueError(
-                        f"the parent {episode.parent_id!r} of episode {key!r} is not among "
-                        "the episodes; pass every episode of the tree"
-                    )
-                root, shared = nodes(parent)
-                turn = int(episode.parent_turn or 0)
-                done[key] = (root, shared[:turn] + own[turn:])
-        return done[key]
-
-    pairs = [nodes(episode) for episode in episodes]
-    return [root for root, _ in pairs], [path for _, path in pairs]
 
 
 def _normalized(
@@ -798,8 +727,10 @@ def turn_advantages(
         gamma: Discount per turn, in ``[0, 1]`` (reinforce, rebn, gigpo).
         group_ids: ``[B]`` group of each episode (hashables, not None); required by the
             group algorithms and gigpo, ignored by the others.
-        state_keys: gigpo's per-turn anchor-state keys (`turn_state_keys`).
-        root_ids, node_ids: tree's roots and per-turn nodes (`tree_nodes`).
+        state_keys: gigpo's per-turn anchor-state keys
+            (`xpgym.core.trajectory.turn_state_keys`).
+        root_ids, node_ids: tree's roots and per-turn nodes
+            (`xpgym.core.trajectory.tree_nodes`).
         **options: Keyword arguments for the estimator (`rebn`, `grpo`, `dr_grpo`, `rloo`,
             `gigpo`).
 
@@ -861,8 +792,9 @@ def episode_advantages(
     """``[N, T]`` `turn_advantages` of `episodes`, with every id read from them.
 
     Rewards and mask are `turn_rewards`; group ids `xpgym.core.trajectory.training_group_ids`
-    (an infra-error episode is a group of its own); gigpo's state keys `turn_state_keys`;
-    tree's roots and nodes `tree_nodes`, an infra-error episode being a tree of its own.
+    (an infra-error episode is a group of its own); gigpo's state keys
+    `xpgym.core.trajectory.turn_state_keys`; tree's roots and nodes
+    `xpgym.core.trajectory.tree_nodes`, an infra-error episode being a tree of its own.
     Trainers and adapters that hold the episodes call this (the reference trainer, the verl
     and TRL converters), so each algorithm reads its ids in one place.
 

@@ -47,7 +47,13 @@ log-probabilities float32; flags bool):
 hooks that hand a trainer one sequence at a time (verl's ``AgentLoopOutput``, OpenRLHF's
 agent output). Every row carries its episode's ``group_id`` (`RowInfo.group_id`; an episode
 without one is a group of its own), the GRPO group of trainers that take one (verl ``uid``,
-ROLL ``traj_group_id``).
+ROLL ``traj_group_id``). Built with ``step_ids=True``, rows also carry the per-turn ids of
+the step algorithms, for trainers whose estimators group turns themselves (ROLL's GiGPO
+``state_hash``, verl's ``xpgym_state_keys``): each turn's anchor-state key
+(`RowInfo.state_keys`, GiGPO's step groups within a `group_id`) and, for episodes with
+``episode_id`` (forked trees), each turn's tree node and the tree's root
+(`RowInfo.node_ids`, `RowInfo.tree_root`). They are opt-in because they cost work per turn
+(an observation without an env state key is JSON-encoded).
 
 Infrastructure failures (``Episode.outcome == "infra_error"``, `xpgym.core.errors`): the
 rows of such an episode keep their tokens (batch shapes do not change) but carry nothing a
@@ -89,6 +95,8 @@ from xpgym.core.trajectory import (
     Episode,
     Turn,
     training_group_ids,
+    tree_nodes,
+    turn_state_keys,
 )
 
 __all__ = [
@@ -146,6 +154,19 @@ class RowInfo:
             (``truncate=True``); unrelated to `truncated`.
         infra_error: bool, the row's episode has ``outcome == "infra_error"``: its
             `response_mask` is all 0 and it is a group of its own (module docstring).
+        state_keys: object, per row a tuple of str, the anchor-state key
+            (`xpgym.core.trajectory.turn_state_keys`) of each of the row's turns, in order
+            (``num_turns`` keys); GiGPO's step groups are the ``(group_id, key)`` pairs.
+            ``None`` (the whole field) unless the layout was built with ``step_ids=True``.
+        node_ids: object, per row a tuple of str, the tree node
+            (`xpgym.core.trajectory.tree_nodes`) each of the row's turns reaches, in order
+            (``num_turns`` ids). ``None`` (the whole field) unless built with
+            ``step_ids=True`` from episodes that all have an ``episode_id`` (collected with
+            ``record_states=True`` or forked): without ids there is no tree.
+        tree_root: object (str), the root of the row's tree (the node before the
+            episode's first turn): `tree_nodes`' root, or for an infra-error row its
+            `group_id` (a tree of its own). Not `group_id` in general: a branch's group is
+            its fork point, its root its parent's root. ``None`` exactly when `node_ids` is.
     """
 
     episode_index: np.ndarray
@@ -159,6 +180,9 @@ class RowInfo:
     truncated: np.ndarray
     overlong: np.ndarray
     infra_error: np.ndarray
+    state_keys: np.ndarray | None
+    node_ids: np.ndarray | None
+    tree_root: np.ndarray | None
 
     def __len__(self) -> int:
         return len(self.episode_index)
@@ -626,7 +650,7 @@ class _Row(NamedTuple):
     spans: list[tuple[int, int]]  # [start, stop) of each turn's response within `ids`
 
 
-def turn_rows(episodes: Sequence[Episode]) -> PackedRows:
+def turn_rows(episodes: Sequence[Episode], *, step_ids: bool = False) -> PackedRows:
     """One row per turn: the turn's ``prompt_ids + response_ids``.
 
     Row order: episode by episode, turn by turn (``B = sum(len(e.turns))``). The row's prompt
@@ -640,13 +664,17 @@ def turn_rows(episodes: Sequence[Episode]) -> PackedRows:
     Args:
         episodes: Episodes whose turns all have ``prompt_ids`` and non-empty
             ``response_ids``; either every turn has ``response_logprobs`` or none does.
+        step_ids: Also fill `RowInfo.state_keys`, `RowInfo.node_ids` and
+            `RowInfo.tree_root`, the per-turn ids of GiGPO and tree advantages (a cost per
+            turn: an observation without an env state key is JSON-encoded).
 
     Returns:
         `PackedRows` (call `PackedRows.pad` or `PackedRows.split` for padded arrays).
 
     Raises:
         ValueError: A turn has no ids or an empty response, or logprobs are present on
-            some turns and missing on others.
+            some turns and missing on others; with `step_ids`, a branch whose parent is not
+            among `episodes` (when all have an ``episode_id``).
     """
     with_logprobs = _check_turns(episodes)
     rows = []
@@ -655,11 +683,14 @@ def turn_rows(episodes: Sequence[Episode]) -> PackedRows:
             prompt, response = _ids(turn)
             span = (len(prompt), len(prompt) + len(response))
             rows.append(_Row(e, t, [turn], prompt + response, len(prompt), [span]))
-    return _pack(rows, with_logprobs, episodes)
+    return _pack(rows, with_logprobs, episodes, step_ids=step_ids)
 
 
 def episode_rows(
-    episodes: Sequence[Episode], *, on_mismatch: Literal["raise", "split"] = "raise"
+    episodes: Sequence[Episode],
+    *,
+    on_mismatch: Literal["raise", "split"] = "raise",
+    step_ids: bool = False,
 ) -> PackedRows:
     """One row per episode: all turns concatenated token-exactly.
 
@@ -682,6 +713,7 @@ def episode_rows(
             starts a new row at turn ``t`` with ``turns[t].prompt_ids`` as its prompt, as RL2
             does, so the episode gives several rows (see `first_turn` / `num_turns`; each
             row's `reward` is the sum over its own turns).
+        step_ids: As in `turn_rows`.
 
     Returns:
         `PackedRows` (call `PackedRows.pad` or `PackedRows.split` for padded arrays).
@@ -690,7 +722,8 @@ def episode_rows(
         PrefixMismatchError: With ``on_mismatch="raise"``, naming the episode, the turn and
             the first differing position.
         ValueError: An episode has no turns, a turn has no ids or an empty response, or
-            logprobs are present on some turns and missing on others.
+            logprobs are present on some turns and missing on others; with `step_ids`, as
+            `turn_rows`.
     """
     if on_mismatch not in ("raise", "split"):
         raise ValueError(f"on_mismatch must be 'raise' or 'split', got {on_mismatch!r}")
@@ -716,7 +749,7 @@ def episode_rows(
             ids = prompt + response
             rows.append(_Row(e, first, turns[first:t], ids, spans[0][0], spans))
             first = t
-    return _pack(rows, with_logprobs, episodes)
+    return _pack(rows, with_logprobs, episodes, step_ids=step_ids)
 
 
 def _check_turns(episodes: Sequence[Episode]) -> bool:
@@ -794,7 +827,9 @@ def _mismatch_error(
     )
 
 
-def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) -> PackedRows:
+def _pack(
+    rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode], *, step_ids: bool
+) -> PackedRows:
     n_rows = len(rows)
     lengths = np.array([len(row.ids) for row in rows], dtype=np.int64)
     cu_seqlens = np.zeros(n_rows + 1, dtype=np.int64)
@@ -842,6 +877,17 @@ def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) ->
     group_ids = training_group_ids(episodes)
     group_id = np.empty(n_rows, dtype=object)
     group_id[:] = [group_ids[row.episode] for row in rows]
+    state_keys = node_ids = tree_root = None
+    if step_ids:
+        state_keys = _per_row_turns(rows, turn_state_keys(episodes))
+        if all(episode.episode_id is not None for episode in episodes):
+            roots, nodes = tree_nodes(episodes)
+            node_ids = _per_row_turns(rows, nodes)
+            tree_root = np.empty(n_rows, dtype=object)  # an infra-error row: its own tree
+            tree_root[:] = [
+                group_ids[row.episode] if failed else roots[row.episode]
+                for row, failed in zip(rows, infra.tolist(), strict=True)
+            ]
     return PackedRows(
         episode_index=np.array([row.episode for row in rows], dtype=np.int64),
         first_turn=np.array([row.first_turn for row in rows], dtype=np.int64),
@@ -854,6 +900,9 @@ def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) ->
         truncated=np.array([row.turns[-1].truncated for row in rows], dtype=bool),
         overlong=np.zeros(n_rows, dtype=bool),
         infra_error=infra,
+        state_keys=state_keys,
+        node_ids=node_ids,
+        tree_root=tree_root,
         input_ids=input_ids,
         position_ids=position_ids,
         response_mask=response_mask,
@@ -862,6 +911,16 @@ def _pack(rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode]) ->
         rollout_logprobs=logprobs,
         cu_seqlens=cu_seqlens,
     )
+
+
+def _per_row_turns(rows: list[_Row], per_turn: list[list[str]]) -> np.ndarray:
+    """``[B]`` object: for each row the tuple of ``per_turn[episode][t]`` over its turns."""
+    out = np.empty(len(rows), dtype=object)
+    out[:] = [
+        tuple(per_turn[row.episode][row.first_turn : row.first_turn + len(row.turns)])
+        for row in rows
+    ]
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -874,6 +933,7 @@ def build_rows(
     layout: Layout,
     *,
     on_mismatch: Literal["raise", "split"] = "raise",
+    step_ids: bool = False,
 ) -> PackedRows:
     """`turn_rows` for ``"per_turn"``, `episode_rows` for ``"per_episode"``.
 
@@ -881,14 +941,15 @@ def build_rows(
         episodes: Episodes with token ids (see `xpgym.core.trajectory`).
         layout: ``"per_turn"`` (one row per turn) or ``"per_episode"`` (one row per episode).
         on_mismatch: Passed to `episode_rows` (ignored for ``"per_turn"``).
+        step_ids: Passed to the layout (`turn_rows`).
 
     Raises:
         ValueError: unknown `layout`, or the layout's own errors.
     """
     if layout == "per_turn":
-        return turn_rows(episodes)
+        return turn_rows(episodes, step_ids=step_ids)
     if layout == "per_episode":
-        return episode_rows(episodes, on_mismatch=on_mismatch)
+        return episode_rows(episodes, on_mismatch=on_mismatch, step_ids=step_ids)
     raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
 
 
