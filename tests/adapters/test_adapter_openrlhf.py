@@ -356,9 +356,16 @@ class ReachedTrainError(Exception):
     """Raised in place of ``ray.init``: OpenRLHF parsed and validated every flag."""
 
 
-@pytest.mark.parametrize(("algorithm", "n"), [("rebn", 1), ("grpo", 4)])
+@pytest.mark.parametrize(
+    ("algorithm", "n", "filtering"), [("rebn", 1, None), ("grpo", 4, None), ("grpo", 4, (0, 1))]
+)
 def test_launch_flags_pass_openrlhfs_own_parser(
-    openrlhf_internals: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Any, algorithm: str, n: int
+    openrlhf_internals: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Any,
+    algorithm: str,
+    n: int,
+    filtering: tuple[float, float] | None,
 ) -> None:
     import runpy
 
@@ -368,7 +375,11 @@ def test_launch_flags_pass_openrlhfs_own_parser(
     from xpgym.adapters.openrlhf import train_ppo_ray_flags
 
     flags = train_ppo_ray_flags(
-        model="m", run_dir=tmp_path, algorithm=algorithm, n_samples_per_prompt=n
+        model="m",
+        run_dir=tmp_path,
+        algorithm=algorithm,
+        n_samples_per_prompt=n,
+        dynamic_filtering_range=filtering,
     )
 
     parsed = {}
@@ -394,6 +405,9 @@ def test_launch_flags_pass_openrlhfs_own_parser(
     assert args.rollout.n_samples_per_prompt == n
     assert args.data.prompt_dataset == str(tmp_path / "train.jsonl")
     assert args.algo.advantage.estimator == {"rebn": "reinforce", "grpo": "group_norm"}[algorithm]
+    assert args.algo.dynamic_filtering_enable is (filtering is not None)
+    if filtering is not None:
+        assert list(args.algo.dynamic_filtering_range) == list(filtering)
 
 
 @pytest.mark.parametrize(
@@ -411,6 +425,8 @@ def test_launch_settings_refuse_what_openrlhf_cannot_run(
         train_ppo_ray_flags(
             model="m", run_dir=tmp_path, algorithm=algorithm, n_samples_per_prompt=n
         )
+    with pytest.raises(ValueError, match="low < high"):
+        train_ppo_ray_flags(model="m", run_dir=tmp_path, dynamic_filtering_range=(1, 0))
 
 
 @pytest.mark.parametrize(("algorithm", "override"), [("rebn", "rebn"), ("rloo", None)])

@@ -438,3 +438,15 @@ def test_reward_function_metrics_reach_rl2s_rollout_metrics(
     }
     _, metric = rl2.mask_infra_sample({"extra_info": extra_info}, _sample_tensors(), {})
     assert metric["metrics/action_chars/chars"] == [4.0]
+
+
+def test_dynamic_filtering_turns_on_rl2s_own_zero_variance_filter(tmp_path: Any) -> None:
+    from xpgym.adapters.rl2 import ppo_config, ppo_overrides
+
+    def config(**kwargs: Any) -> Any:
+        return ppo_config(
+            ppo_overrides(model="m", data_path=tmp_path / "d.jsonl", save_dir=tmp_path, **kwargs)
+        )
+
+    assert config().rollout.dynamic_filtering is False
+    assert config(dynamic_filtering=True).rollout.dynamic_filtering is True

@@ -8,6 +8,9 @@ the batch keys with numpy (the formula read from ROLL's ``agentic/utils.py``).
 
 from __future__ import annotations
 
+import types
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -34,6 +37,7 @@ from xpgym.adapters.roll import (
     PREFIX,
     STEP_REINFORCE_CONFIG,
     XpgymGemEnv,
+    ZeroVarianceGroupFilter,
     register_gem_envs,
     step_batch,
     trajectory_batch,
@@ -208,3 +212,35 @@ def test_an_infra_error_member_is_a_group_of_its_own_with_no_loss_and_no_score()
 def test_reward_function_metrics_reach_rolls_meta_info() -> None:
     batch = trajectory_batch(with_reward_metrics(), pad_token_id=0, sequence_length=16, tag="t")
     assert batch.meta_info["metrics"] == {f"env/t/{k}": v for k, v in REWARD_METRICS.items()}
+
+
+def rollouts(*scores: float | None) -> list[Any]:
+    """A ROLL group as ``GroupQueue`` hands it to the filter: one DataProto per rollout
+    (None for an env that exited), each with ``episode_scores`` as ROLL's env managers set it."""
+    return [
+        None
+        if score is None
+        else types.SimpleNamespace(non_tensor_batch={"episode_scores": np.array([score], object)})
+        for score in scores
+    ]
+
+
+def test_zero_variance_group_filter_drops_equal_scores_in_training_only() -> None:
+    train = ZeroVarianceGroupFilter(None, None, "train")
+    train.max_drop_fraction = 1.0  # no bound here: the rule alone
+    assert train.filter(0, 0, rollouts(1.0, 1.0, 1.0)) is True
+    assert train.filter(0, 1, rollouts(0.0, 0.0)) is True
+    assert train.filter(0, 2, rollouts(0.0, 1.0)) is False
+    assert train.filter(0, 3, rollouts(0.5, None, 0.5)) is True  # an exited env: not counted
+    assert train.filter(0, 4, rollouts(0.5, None)) is True  # fewer than two: no advantage
+    assert (train.seen, train.dropped) == (5, 4)
+    val = ZeroVarianceGroupFilter(None, None, "val")
+    assert val.filter(0, 0, rollouts(1.0, 1.0)) is False
+
+
+def test_zero_variance_group_filter_drops_at_most_its_fraction_of_the_groups() -> None:
+    """Each drop makes ROLL play a new group: the bound keeps a run of flat groups finite."""
+    group_filter = ZeroVarianceGroupFilter(None, None, "train")
+    decisions = [group_filter.filter(0, i, rollouts(0.0, 0.0)) for i in range(10)]
+    assert decisions == [False, True] * 5  # max_drop_fraction 0.5
+    assert group_filter.dropped <= group_filter.max_drop_fraction * group_filter.seen

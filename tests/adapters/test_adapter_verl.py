@@ -645,3 +645,15 @@ def test_reward_function_metrics_reach_verl() -> None:
             "metrics/action_chars": 0.0,
             "metrics/action_chars/chars": 1.0,
         }
+
+
+def test_filter_groups_turns_on_verls_dapo_filter_on_the_rows_reward(tmp_path: Path) -> None:
+    from verl.trainer.config import FilterGroupsConfig
+    from verl.utils.config import omega_conf_to_dataclass
+
+    default = ppo_config(ppo_overrides(model="m", run_dir=tmp_path))
+    assert default.algorithm.filter_groups.enable is False
+    config = ppo_config(ppo_overrides(model="m", run_dir=tmp_path, filter_groups=True))
+    filter_groups = omega_conf_to_dataclass(config.algorithm.filter_groups)
+    assert isinstance(filter_groups, FilterGroupsConfig)
+    assert (filter_groups.enable, filter_groups.metric) == (True, "reward")

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from xpgym.core.errors import InfraCause
-from xpgym.core.trajectory import Episode, Turn
+from xpgym.core.trajectory import Episode, Turn, tree_nodes
 from xpgym.training.advantages import (
     episode_advantages,
     episode_scores,
@@ -229,6 +229,19 @@ def test_episodes_without_episode_ids_have_state_keys_but_no_tree() -> None:
     assert len(rows.state_keys) == len(rows)
     assert rows.node_ids is None
     assert rows.tree_root is None
+
+
+def test_a_batch_without_a_branchs_parent_has_state_keys_but_no_tree() -> None:
+    """A filtered batch (here g/0, the branch's parent, left out) lays out as usual: the
+    state keys are there, the tree is not (ROLL's step rows need only the keys)."""
+    episodes = [ep for ep in forest() if ep.episode_id != "g/0"]
+    rows = turn_rows(episodes, step_ids=True)
+    assert rows.state_keys is not None
+    assert rows.state_keys.tolist() == turn_rows(forest(), step_ids=True).state_keys[3:].tolist()
+    assert rows.node_ids is None
+    assert rows.tree_root is None
+    with pytest.raises(ValueError, match="not among the episodes"):
+        tree_nodes(episodes)
 
 
 def test_truncation_keeps_the_ids_of_every_turn_collected() -> None:

@@ -659,6 +659,7 @@ def train_ppo_ray_flags(
     max_len: int = 16384,
     n_gpus: int = 1,
     seed: int = 0,
+    dynamic_filtering_range: tuple[float, float] | None = None,
 ) -> list[str]:
     """Command-line flags of ``openrlhf.cli.train_ppo_ray`` that train with `AgentExecutor` on
     the task rows in `run_dir` (`write_task_rows`); checkpoints go to ``run_dir/checkpoints``.
@@ -668,10 +669,23 @@ def train_ppo_ray_flags(
     lr, grad clip 1.0, clip 0.2, no KL (OpenRLHF's default ``init_coef`` is 0.01), temperature
     1, top-p 1. ``gamma`` reaches OpenRLHF only for its ``reinforce`` estimator.
 
+    ``dynamic_filtering_range=(low, high)`` turns on OpenRLHF's dynamic filtering: a
+    prompt's samples are dropped, and a new prompt dispatched in their place, when their mean
+    score is not strictly inside ``(low, high)``. For scores in ``{0, 1}`` and ``(0, 1)``
+    that is DAPO's zero-variance rule (all failed or all succeeded); for shaped scores a
+    group can vary with a mean outside the range or be flat inside it.
+
     Raises:
-        ValueError: as `check_algorithm`.
+        ValueError: as `check_algorithm`; an empty `dynamic_filtering_range`.
     """
     check_algorithm(algorithm, n_samples_per_prompt)
+    filtering: list[str] = []
+    if dynamic_filtering_range is not None:
+        low, high = dynamic_filtering_range
+        if not low < high:
+            raise ValueError(f"dynamic_filtering_range must have low < high, got {(low, high)}")
+        filtering = ["--algo.dynamic_filtering_enable", "--algo.dynamic_filtering_range"]
+        filtering += [str(float(low)), str(float(high))]
     estimator = _estimator(algorithm)[0]
     n = str(n_gpus)
     return [
@@ -708,6 +722,7 @@ def train_ppo_ray_flags(
         "--vllm.enable_sleep",
         "--ds.enable_sleep",
         "--ckpt.path", str(run_dir / "checkpoints"),
+        *filtering,
     ]  # fmt: skip
 
 

@@ -470,6 +470,7 @@ def ppo_overrides(
     max_new_tokens: int = 4096,
     max_length_per_device: int = 16384,
     experiment_name: str = "xpgym",
+    dynamic_filtering: bool = False,
 ) -> list[str]:
     """Hydra overrides of RL2's ``ppo`` config that train on `ENV_PATH`'s env module.
 
@@ -478,6 +479,11 @@ def ppo_overrides(
     grad clip 1.0, constant lr without warm-up, clip 0.2, no KL, temperature 1); RL2 samples
     with ``skip_special_tokens=false`` so that the action text it hands the env module keeps
     the end-of-turn token. The estimator comes from `ALGORITHMS`.
+
+    ``dynamic_filtering`` turns on RL2's own filter (``rollout.dynamic_filtering``, training
+    rollouts with ``responses_per_prompt > 1``): a prompt's responses are dropped when the
+    sums of their rewards are all equal (``std == 0``), DAPO's rule, without drawing new
+    prompts in their place (the step trains on fewer).
 
     Raises:
         ValueError: `algorithm` is not in `ALGORITHMS`.
@@ -502,7 +508,7 @@ def ppo_overrides(
         f"actor.update_per_rollout={update_per_rollout}",
         f"rollout.max_turns={max_turns}",
         f"rollout.env_path={ENV_PATH}",
-        "rollout.dynamic_filtering=false",
+        f"rollout.dynamic_filtering={str(dynamic_filtering).lower()}",
         "rollout.train_sampling_params.temperature=1.0",
         f"rollout.train_sampling_params.max_new_tokens={max_new_tokens}",
         "+rollout.train_sampling_params.skip_special_tokens=false",

@@ -18,6 +18,9 @@ what this module provides is what can be built and checked without it:
    where ROLL is installed).
 3. **Config** `STEP_REINFORCE_CONFIG`: the pipeline keys for multi-turn REINFORCE with batch
    mean/std normalisation (ReBN), as ROLL's GEM game configs use.
+4. **Curriculum and group filter**: `XpgymGemEnv` takes a shared curriculum file in its env
+   config (``curriculum``); `ZeroVarianceGroupFilter` is a ``group_filter_cls`` for ROLL's env
+   managers that drops groups of equal scores (ROLL then plays a new group in its place).
 
 Untested here (ROLL cannot be installed on this CPU machine): ROLL's own env managers and
 pipeline on these envs, `RollBatch.to_data_proto`, and the Ray setup hook inside ROLL.
@@ -91,7 +94,7 @@ from xpgym.core.registry import list_envs  # noqa: E402
 from xpgym.core.trajectory import Episode, episode_metrics  # noqa: E402
 from xpgym.core.wrappers.episode_log import log_episodes_if_requested  # noqa: E402
 from xpgym.rollout.curriculum import INFO_KEY as CURRICULUM_INFO_KEY  # noqa: E402
-from xpgym.rollout.curriculum import DifficultyEnv  # noqa: E402
+from xpgym.rollout.curriculum import DifficultyEnv, zero_variance_scores  # noqa: E402
 from xpgym.rollout.env_pool import make_trainer_env  # noqa: E402
 from xpgym.rollout.shared_curriculum import SharedCurriculum, shared_curriculum  # noqa: E402
 from xpgym.training.layouts import (  # noqa: E402
@@ -108,6 +111,7 @@ __all__ = [
     "STEP_REINFORCE_CONFIG",
     "RollBatch",
     "XpgymGemEnv",
+    "ZeroVarianceGroupFilter",
     "register_gem_envs",
     "step_batch",
     "trajectory_batch",
@@ -240,6 +244,53 @@ def register_gem_envs(env_ids: Sequence[str] | None = None, *, prefix: str = PRE
         out.append(gem_id)
     logger.debug("registered %d xpgym envs in GEM's registry", len(out))
     return out
+
+
+class ZeroVarianceGroupFilter:
+    """A ROLL ``group_filter_cls`` (env manager config key, an import path:
+    ``xpgym.adapters.roll.ZeroVarianceGroupFilter``) with DAPO's dynamic-sampling rule.
+
+    ROLL's ``GroupQueue`` calls ``filter(group_id, episode_id, group)`` once a group has all
+    its rollouts; ``True`` drops the group and ROLL starts a new one in its place (from
+    ROLL's source: ``roll/distributed/scheduler/rollout_scheduler.py``; not run here). A
+    group is dropped when its rollouts' ``non_tensor_batch["episode_scores"]`` (what every
+    ROLL env manager puts there) are all equal (`zero_variance_scores`; a rollout that is
+    None, an env that exited, is not counted), in training only (``mode != "val"``), and
+    only while at most `max_drop_fraction` of the groups seen have been dropped: each
+    drop costs a new group, so without a bound groups that never vary (a task too hard
+    for the policy) would be replaced forever. ROLL counts the drops
+    (``group_filter_count``).
+
+    Args:
+        config, env_manager_config: ROLL's pipeline and env-manager configs (not read).
+        mode: ``"train"`` or ``"val"``.
+    """
+
+    max_drop_fraction: float = 0.5
+    """Drop a group only while ``dropped + 1 <= max_drop_fraction * seen`` (subclass to change)."""
+
+    def __init__(self, config: Any, env_manager_config: Any, mode: str) -> None:
+        self.mode = mode
+        self.seen = 0
+        self.dropped = 0
+
+    def filter(self, group_id: int, episode_id: int, group: Sequence[Any]) -> bool:
+        """Whether to drop the group (see the class docstring)."""
+        if self.mode == "val":
+            return False
+        self.seen += 1
+        scores = [
+            float(rollout.non_tensor_batch["episode_scores"][0])
+            for rollout in group
+            if rollout is not None
+        ]
+        if not zero_variance_scores(scores):
+            return False
+        if self.dropped + 1 > self.max_drop_fraction * self.seen:
+            logger.debug("group %s/%s has equal scores; kept (drop bound)", group_id, episode_id)
+            return False
+        self.dropped += 1
+        return True
 
 
 # --------------------------------------------------------------------------------------

@@ -713,6 +713,7 @@ def ppo_overrides(
     n_gpus: int = 1,
     rollout_name: str = "vllm",
     loggers: Sequence[str] = ("console",),
+    filter_groups: bool = False,
 ) -> list[str]:
     """Hydra overrides of verl's ``ppo_trainer`` config that train with `XpgymAgentLoop`.
 
@@ -722,6 +723,14 @@ def ppo_overrides(
     1, top-p 1, top-k off). The estimator comes from `ALGORITHMS`; ``xpgym_*`` estimators
     are registered in verl's TaskRunner through Ray's ``worker_process_setup_hook``.
 
+    ``filter_groups`` turns on verl's DAPO group filter (``algorithm.filter_groups``, metric
+    ``reward``: the sum of each output's ``rm_scores``): verl's V1 replay buffer evicts a
+    group (one ``uid``, the ``rollout_n`` samples of a row) whose rewards have std 0 and
+    generates a new one in its place, with no bound on refills in verl 0.9.1's V1 buffer
+    (``max_num_gen_batches`` is ignored there). With ``layout="per_episode"`` rows
+    (`dataset_rows`) that reward is the episode's return, DAPO's zero-variance rule; with
+    ``per_turn`` rows it is compared turn by turn.
+
     Raises:
         ValueError: `algorithm` is not in `ALGORITHMS`.
     """
@@ -730,7 +739,9 @@ def ppo_overrides(
     estimator, norm_by_std = ALGORITHMS[algorithm]
     actor = "actor_rollout_ref.actor"
     rollout = "actor_rollout_ref.rollout"
+    filtering = ["algorithm.filter_groups.enable=true", "algorithm.filter_groups.metric=reward"]
     return [
+        *(filtering if filter_groups else []),
         f"algorithm.adv_estimator={estimator}",
         f"algorithm.norm_adv_by_std_in_grpo={norm_by_std}",
         f"algorithm.gamma={gamma}",

@@ -68,6 +68,7 @@ __all__ = [
     "ladder_for",
     "make_curriculum_vec",
     "zero_variance",
+    "zero_variance_scores",
 ]
 
 logger = logging.getLogger(__name__)
@@ -594,9 +595,20 @@ class HorizonScheduler:
 
 def zero_variance(group: Sequence[Episode]) -> bool:
     """Whether the group's ok episodes all have the same `total_reward` (exact equality),
-    or fewer than two ok episodes (no comparison, no advantage)."""
-    returns = {episode.total_reward for episode in group if episode.infra_error is None}
-    return sum(episode.infra_error is None for episode in group) < 2 or len(returns) == 1
+    or fewer than two ok episodes (no comparison, no advantage): `zero_variance_scores` of
+    their returns, an infra-error episode's as None."""
+    return zero_variance_scores(
+        [None if episode.infra_error is not None else episode.total_reward for episode in group]
+    )
+
+
+def zero_variance_scores(scores: Sequence[float | None]) -> bool:
+    """The zero-variance rule on a group's scores (None: a member not counted, e.g. an
+    infrastructure failure): fewer than two counted, or all counted exactly equal. The one
+    rule behind `fill_groups` and the trainers' group filters built on it (ROLL's
+    ``group_filter_cls``, `xpgym.adapters.roll.ZeroVarianceGroupFilter`)."""
+    counted = [score for score in scores if score is not None]
+    return len(counted) < 2 or len(set(counted)) == 1
 
 
 @dataclass(frozen=True)

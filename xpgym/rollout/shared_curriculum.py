@@ -141,7 +141,7 @@ class SharedCurriculum:
             ValueError: as `SuccessRateScheduler`.
         """
         path = Path(path)
-        rule = dict(
+        rule: dict[str, Any] = dict(
             target=target,
             tolerance=tolerance,
             window=window,

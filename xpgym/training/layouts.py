@@ -161,8 +161,10 @@ class RowInfo:
         node_ids: object, per row a tuple of str, the tree node
             (`xpgym.core.trajectory.tree_nodes`) each of the row's turns reaches, in order
             (``num_turns`` ids). ``None`` (the whole field) unless built with
-            ``step_ids=True`` from episodes that all have an ``episode_id`` (collected with
-            ``record_states=True`` or forked): without ids there is no tree.
+            ``step_ids=True`` from whole trees: episodes that all have an ``episode_id``
+            (collected with ``record_states=True`` or forked) and every branch's parent
+            among them. Without ids, or with a parent left out (e.g. filtered), there is no
+            tree to lay out; `tree_nodes` on such episodes says which parent is missing.
         tree_root: object (str), the root of the row's tree (the node before the
             episode's first turn): `tree_nodes`' root, or for an infra-error row its
             `group_id` (a tree of its own). Not `group_id` in general: a branch's group is
@@ -673,8 +675,7 @@ def turn_rows(episodes: Sequence[Episode], *, step_ids: bool = False) -> PackedR
 
     Raises:
         ValueError: A turn has no ids or an empty response, or logprobs are present on
-            some turns and missing on others; with `step_ids`, a branch whose parent is not
-            among `episodes` (when all have an ``episode_id``).
+            some turns and missing on others.
     """
     with_logprobs = _check_turns(episodes)
     rows = []
@@ -722,8 +723,7 @@ def episode_rows(
         PrefixMismatchError: With ``on_mismatch="raise"``, naming the episode, the turn and
             the first differing position.
         ValueError: An episode has no turns, a turn has no ids or an empty response, or
-            logprobs are present on some turns and missing on others; with `step_ids`, as
-            `turn_rows`.
+            logprobs are present on some turns and missing on others.
     """
     if on_mismatch not in ("raise", "split"):
         raise ValueError(f"on_mismatch must be 'raise' or 'split', got {on_mismatch!r}")
@@ -827,6 +827,15 @@ def _mismatch_error(
     )
 
 
+def _whole_trees(episodes: Sequence[Episode]) -> bool:
+    """Whether `episodes` are whole trees: every one has an ``episode_id`` and every branch's
+    parent is among them (what `tree_nodes` needs)."""
+    ids = {episode.episode_id for episode in episodes}
+    return None not in ids and all(
+        episode.parent_id is None or episode.parent_id in ids for episode in episodes
+    )
+
+
 def _pack(
     rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode], *, step_ids: bool
 ) -> PackedRows:
@@ -880,7 +889,7 @@ def _pack(
     state_keys = node_ids = tree_root = None
     if step_ids:
         state_keys = _per_row_turns(rows, turn_state_keys(episodes))
-        if all(episode.episode_id is not None for episode in episodes):
+        if _whole_trees(episodes):
             roots, nodes = tree_nodes(episodes)
             node_ids = _per_row_turns(rows, nodes)
             tree_root = np.empty(n_rows, dtype=object)  # an infra-error row: its own tree
