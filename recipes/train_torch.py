@@ -10,8 +10,11 @@ here from scratch (`xpgym.reference.tiny_model`), no weights are downloaded. Two
    feedback. It learns the answer format and to read the transcript, but sees no strategy:
    after this phase it is still a random guesser.
 2. RL: multi-turn REINFORCE with Return Batch Normalization (ReBN, the GEM paper's baseline)
-   on ``game:GuessTheNumber-v0-easy`` until the job (final evaluation included) would
-   overrun `time_budget_s` seconds.
+   on ``game:GuessTheNumber-v0-easy`` for a fixed, seeded number of steps (``--steps``), so
+   the result does not depend on how fast the machine is or how busy: a busy machine takes
+   longer to reach the same place. ``--time-budget-s`` stops RL early instead where the
+   whole job (final evaluation included) would overrun it; the result then depends on the
+   machine.
 
 It reports honestly what each phase did: the same held-out seeds are played at
 initialisation, after pretraining and after RL (greedy and sampled), next to two reference
@@ -20,7 +23,8 @@ success and return it reports "consistent", the share of guesses from turn 2 on 
 inside the interval the feedback so far allows: it measures directly whether the policy uses
 the feedback (binary search scores 1.0; a random guesser about half that: docs/demo.md).
 
-    python recipes/train_torch.py [--time-budget-s 560] [--threads N] [--out-dir DIR]
+    python recipes/train_torch.py [--steps 800] [--threads N] [--out-dir DIR]
+    python recipes/train_torch.py --time-budget-s 300  # stop RL where the job would pass 5 min
     python recipes/train_torch.py --device cuda      # on a GPU (parity.curves.gpu_check)
     python recipes/train_torch.py --rollouts tree --algorithm tree   # tree rollouts
     python recipes/train_torch.py --curriculum       # a difficulty curriculum (max_number)
@@ -35,6 +39,12 @@ Every training step logs ``tokens_per_episode`` (`xpgym.rollout.tree.generation_
 the summary the RL phase's generated tokens and episodes and its prompt tokens prefilled and
 reused from the KV cache (``rl_prompt_tokens``: a branch reuses its parent's prefix).
 
+Threads: ``--threads 2`` by default, fixed, so that a run's numbers are fixed by its
+arguments: with another thread count torch sums in another order and the runs part after
+the first update. On a busy machine the job restarts itself with passive OpenMP waits
+(`restart_with_passive_waits_if_busy`), which changes the time only. ``--threads 0`` picks
+the idle cores instead (faster under load, numbers that depend on it).
+
 ``--env`` takes the GuessTheNumber ids of `TRAINABLE_ENVS` (``-easy`` by default) and refuses
 others: the warm start, the metrics and the reference policies are GuessTheNumber's.
 
@@ -48,6 +58,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -86,7 +97,7 @@ every reset, so it is not one of them."""
 class Args:
     env: str = "game:GuessTheNumber-v0-easy"  # one of TRAINABLE_ENVS
     seed: int = 0
-    threads: int = 0  # torch threads; 0: one per idle core (2 cores, one busy: 1), at most 4
+    threads: int = 2  # torch threads, fixed so results do not depend on load; 0: idle cores
     device: str = "cpu"  # where the model trains and samples ("cuda" on a GPU)
     # model
     hidden_size: int = 128
@@ -98,7 +109,7 @@ class Args:
     pretrain_lr: float = 1e-3
     # RL (REINFORCE + ReBN over turns: G_t = r_t + gamma * G_{t+1}, A = (G - mean) / std)
     algorithm: str = "rebn"
-    steps: int = 5000  # an upper bound: the time budget usually ends training first
+    steps: int = 800  # RL steps: fixed and seeded, whatever the machine's load
     episodes_per_step: int = 64
     num_envs: int = 64  # every episode of a step in flight: one generate call per turn
     lr: float = 3e-4  # 1e-3 collapsed to 100% invalid answers in some runs
@@ -106,7 +117,7 @@ class Args:
     temperature: float = 1.0
     max_new_tokens: int = 6
     no_kv_cache: bool = False  # HFPolicy re-prefills every prompt (the cache: 2-3x faster)
-    time_budget_s: float = 560.0  # the whole job, final evaluation included (about 9.5 min)
+    time_budget_s: float = 0.0  # > 0: stop RL early so the whole job fits (load-dependent)
     # evaluation
     eval_episodes: int = 200
     eval_every: int = 50
@@ -131,6 +142,11 @@ def check_args(args: Args) -> None:
             f"--env {args.env!r}: this demo trains {', '.join(TRAINABLE_ENVS)} only (its warm "
             "start, metrics and reference policies are GuessTheNumber's, with one number "
             "range per env id)"
+        )
+    if args.steps < 1 or args.time_budget_s < 0:
+        raise SystemExit(
+            f"--steps must be >= 1 and --time-budget-s >= 0 (0: none), got {args.steps} and "
+            f"{args.time_budget_s}"
         )
     if args.rollouts not in ("flat", "tree"):
         raise SystemExit(f"--rollouts must be 'flat' or 'tree', got {args.rollouts!r}")
@@ -392,10 +408,28 @@ def plot(records: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
+def restart_with_passive_waits_if_busy(threads: int) -> None:
+    """Run again with ``OMP_WAIT_POLICY=PASSIVE`` when fewer than `threads` cores are idle.
+
+    torch's OpenMP threads spin while they wait for each other; when another job holds one
+    of their cores that spinning made a step up to 6x slower (docs/demo.md, "Machine load"),
+    and passive waits cost about 10% on idle cores. The wait policy changes no number (the
+    thread count fixes the results), but OpenMP reads it when torch loads it, hence the
+    restart (``os.execv``: same interpreter, same arguments). A policy the user set is kept.
+    """
+    if "OMP_WAIT_POLICY" in os.environ or idle_cores() >= threads:
+        return
+    logging.warning("fewer than %d idle cores: restarting with OMP_WAIT_POLICY=PASSIVE", threads)
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    os.execv(sys.executable, [sys.executable, *sys.argv])
+
+
 def main() -> None:
     args = parse_dataclass_args(Args, __doc__.splitlines()[0])
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     check_args(args)
+    if args.threads:
+        restart_with_passive_waits_if_busy(args.threads)
     torch.set_num_threads(args.threads or idle_cores())
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -426,10 +460,10 @@ def main() -> None:
     eval_start = time.monotonic()
     log(before := {**evaluate(model, tokenizer, vec, args, step=0), "phase": "after pretraining"})
     rl_start, step, rl_tokens, rl_episodes = time.monotonic(), 0, 0, 0
-    # RL stops early enough for the final evaluation and the reference policies to fit.
+    # With a time budget, RL stops early enough for the final evaluation and the references.
     rl_end = start + args.time_budget_s - 2 * (rl_start - eval_start)
-    budget_left = max(0, round(rl_end - rl_start))
-    progress = tqdm(total=budget_left, desc="RL (time budget)", unit="s")
+    stopped_by = "steps"
+    progress = tqdm(total=args.steps, desc="RL", unit="step")  # with its ETA
     for step in range(1, args.steps + 1):
         # 1. Collect complete episodes with the current policy (token ids + log-probs).
         tick = time.monotonic()
@@ -458,12 +492,16 @@ def main() -> None:
         )
         if step % args.eval_every == 0:
             log(evaluate(model, tokenizer, vec, args, step))
-        progress.update(min(budget_left, round(time.monotonic() - rl_start)) - progress.n)
-        progress.set_postfix(step=step, train_return=f"{metrics['return_mean']:.2f}")
-        if time.monotonic() > rl_end:
-            logging.info(
-                "time budget of %.0f s reached after %d RL steps", args.time_budget_s, step
+        progress.update()
+        progress.set_postfix(train_return=f"{metrics['return_mean']:.2f}")
+        if args.time_budget_s > 0 and time.monotonic() > rl_end and step < args.steps:
+            logging.warning(
+                "time budget of %.0f s reached after %d of %d RL steps",
+                args.time_budget_s,
+                step,
+                args.steps,
             )
+            stopped_by = "time budget"
             break
     progress.close()
     after = records[-1] if records[-1]["kind"] == "eval" and records[-1]["step"] == step else None
@@ -477,6 +515,7 @@ def main() -> None:
     summary = {
         "config": asdict(args),
         "steps_trained": step,
+        "stopped_by": stopped_by,
         "episodes_trained": rl_episodes,
         "tokens_generated": rl_tokens,
         "tokens_per_episode": rl_tokens / rl_episodes if rl_episodes else 0.0,
@@ -489,6 +528,7 @@ def main() -> None:
         "references": reference_policies(args.env, args.eval_episodes, HELD_OUT_SEED),
         "wall_time_s": round(time.monotonic() - start, 1),
         "torch_threads": torch.get_num_threads(),
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", "(OpenMP's default)"),
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     plot(records, out_dir / "reward_curve.png")

@@ -39,6 +39,7 @@ def test_train_torch_recipe_writes_metrics_summary_and_plot(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["steps_trained"] == 2
+    assert summary["stopped_by"] == "steps"
     for phase in ("initial", "before", "after"):
         assert set(summary[phase]) == {"greedy", "sampled"}
     assert summary["initial"]["greedy"]["invalid_rate"] == 1.0  # an untrained model: no format
@@ -119,6 +120,44 @@ def test_every_env_the_demo_trains_has_one_number_range_its_tokenizer_spells():
         assert 0 <= low < high <= recipe.MAX_NUMBER, env_id
 
 
+TINY_RUN = (
+    *("--episodes-per-step", "8", "--num-envs", "8", "--pretrain-steps", "2"),
+    *("--pretrain-episodes-per-step", "4", "--eval-episodes", "4", "--eval-every", "2"),
+)
+
+
+def run_recipe(out_dir: Path, *extra: str) -> tuple[dict, list[dict]]:
+    command = [sys.executable, "recipes/train_torch.py", *TINY_RUN, "--out-dir", str(out_dir)]
+    result = subprocess.run(
+        [*command, *extra], cwd=ROOT, capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    records = [json.loads(line) for line in (out_dir / "metrics.jsonl").read_text().splitlines()]
+    return json.loads((out_dir / "summary.json").read_text()), records
+
+
+def test_a_run_is_fixed_by_its_seed_and_steps_not_by_time(tmp_path):
+    """Two runs with the same arguments (the default fixed thread count) train the same steps
+    to the same numbers: only the timings differ."""
+    runs = [run_recipe(tmp_path / name, "--steps", "3") for name in ("a", "b")]
+    (first, first_records), (second, second_records) = runs
+
+    def untimed(record: dict) -> dict:
+        return {k: v for k, v in record.items() if not k.endswith("_s")}
+
+    assert [untimed(r) for r in first_records] == [untimed(r) for r in second_records]
+    assert first["after"] == second["after"]
+    assert first["steps_trained"] == second["steps_trained"] == 3
+    assert first["torch_threads"] == 2
+
+
+def test_a_time_budget_stops_rl_early_and_says_so(tmp_path):
+    summary, records = run_recipe(tmp_path, "--steps", "50", "--time-budget-s", "1")
+    assert summary["stopped_by"] == "time budget"  # 1 s is spent before the first RL step
+    assert summary["steps_trained"] == 1
+    assert [r["step"] for r in records if r["kind"] == "train"] == [1]
+
+
 def test_idle_cores_is_a_thread_count_between_one_and_four():
     assert 1 <= _recipe_module().idle_cores() <= 4
 
@@ -154,3 +193,25 @@ def test_tree_advantages_need_tree_rollouts():
     with pytest.raises(SystemExit, match="--rollouts tree"):
         recipe.check_args(recipe.Args(algorithm="tree"))
     recipe.check_args(recipe.Args(algorithm="tree", rollouts="tree"))  # no SystemExit
+
+
+@pytest.mark.parametrize(
+    ("idle", "user_policy", "restarts"), [(1, None, True), (2, None, False), (1, "ACTIVE", False)]
+)
+def test_a_busy_machine_restarts_the_job_with_passive_openmp_waits(
+    monkeypatch, idle, user_policy, restarts
+):
+    recipe = _recipe_module()
+    calls = []
+    monkeypatch.setattr(recipe, "idle_cores", lambda: idle)
+    monkeypatch.setattr(recipe.os, "execv", lambda *args: calls.append(args))
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    if user_policy is not None:
+        monkeypatch.setenv("OMP_WAIT_POLICY", user_policy)
+    recipe.restart_with_passive_waits_if_busy(2)
+    assert bool(calls) is restarts
+    if restarts:
+        assert calls == [(sys.executable, [sys.executable, *sys.argv])]
+        assert recipe.os.environ["OMP_WAIT_POLICY"] == "PASSIVE"
+    else:
+        assert recipe.os.environ.get("OMP_WAIT_POLICY") == user_policy
