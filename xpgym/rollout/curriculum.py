@@ -65,6 +65,7 @@ __all__ = [
     "episode_succeeded",
     "family_of",
     "fill_groups",
+    "ladder_among",
     "ladder_for",
     "make_curriculum_vec",
     "zero_variance",
@@ -221,6 +222,22 @@ def ladder_for(env_id: str, *, continuous: bool = False) -> DifficultyLadder:
             f"{sorted(CONTINUOUS_KNOBS)} (or use its presets: continuous=False)"
         )
     return KnobLadder(family, CONTINUOUS_KNOBS[family])
+
+
+def ladder_among(ladders: Sequence[DifficultyLadder], env_id: str) -> DifficultyLadder:
+    """The ladder of `env_id`'s family (`family_of`) among `ladders`.
+
+    Raises:
+        ValueError: none of them is of that family, naming the families they are.
+    """
+    family = family_of(env_id)
+    ladder = next((lad for lad in ladders if lad.family == family), None)
+    if ladder is None:
+        raise ValueError(
+            f"{env_id!r} is of family {family!r}, which this scheduler does not hold; "
+            f"it holds {sorted(lad.family for lad in ladders)}"
+        )
+    return ladder
 
 
 class DifficultyEnv(Wrapper[Any]):
@@ -453,14 +470,7 @@ class SuccessRateScheduler:
         Raises:
             ValueError: the family is not one of this scheduler's, naming those that are.
         """
-        family = family_of(env_id)
-        ladder = next((lad for lad in self.ladders if lad.family == family), None)
-        if ladder is None:
-            raise ValueError(
-                f"{env_id!r} is of family {family!r}, which this scheduler does not hold; "
-                f"it holds {sorted(self._families)}"
-            )
-        return ladder
+        return ladder_among(self.ladders, env_id)
 
     def make_env(self, env_id: str) -> DifficultyEnv:
         """A `DifficultyEnv` of `env_id`'s family at its current level (`ladder`)."""

@@ -41,7 +41,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +54,7 @@ from xpgym.rollout.curriculum import (
     KnobLadder,
     PresetLadder,
     SuccessRateScheduler,
+    ladder_among,
 )
 
 __all__ = ["FORMAT", "SharedCurriculum", "shared_curriculum"]
@@ -191,8 +192,8 @@ class SharedCurriculum:
         return int(self._read()["results"])
 
     def ladder(self, env_id: str) -> DifficultyLadder:
-        """The ladder of `env_id`'s family (`SuccessRateScheduler.ladder`)."""
-        return self.scheduler().ladder(env_id)
+        """The ladder of `env_id`'s family (`SuccessRateScheduler.ladder`; no file read)."""
+        return ladder_among(self.ladders, env_id)
 
     def make_env(self, env_id: str) -> DifficultyEnv:
         """A `DifficultyEnv` of `env_id`'s family at its current level
@@ -241,7 +242,7 @@ class SharedCurriculum:
         scheduler.load_state_dict(data["state"])
         return scheduler
 
-    def _update(self, change: Any, count: int) -> None:
+    def _update(self, change: Callable[[SuccessRateScheduler], None], count: int) -> None:
         lock_path = self.path.with_name(self.path.name + ".lock")
         with self._lock, lock_path.open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
