@@ -178,3 +178,48 @@ def test_prompts_a_cached_row_went_past_reuse_all_but_their_last_token(model, to
     assert stats.full_prefills == 1
     assert stats.reused == 2 * (len(first[0]) - 1)
     assert stats.prefilled - prefilled == 2
+
+
+def test_cache_layers_grow_in_place_and_return_what_transformers_layers_return():
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    from xpgym.rollout.policies.hf_cache import _growing_layer
+
+    growing_class = _growing_layer()
+    if growing_class is None or not hasattr(cache_utils, "DynamicLayer"):
+        pytest.skip("this transformers has no layered caches")
+    growing, dynamic = growing_class(), cache_utils.DynamicLayer()
+    generator = torch.Generator().manual_seed(0)
+    buffers = []
+
+    def update(width: int) -> None:
+        batch = growing.keys.shape[0] if growing.get_seq_length() else 3
+        keys, values = (torch.randn(batch, 2, width, 4, generator=generator) for _ in range(2))
+        got, want = growing.update(keys, values), dynamic.update(keys, values)
+        assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
+        assert growing.get_seq_length() == dynamic.get_seq_length()
+        if growing.keys.data_ptr() not in buffers:
+            buffers.append(growing.keys.data_ptr())
+
+    for width in (5, 1, 1, 1, 7, 1):  # room for 5, then 10 (doubled), then 16
+        update(width)
+    assert len(buffers) == 3
+    for layer in (growing, dynamic):  # rows 2 and 0, as a batch slot continues them
+        layer.batch_select_indices(torch.tensor([2, 0]))
+    assert torch.equal(growing.keys, dynamic.keys)
+    update(1)  # the selected buffer kept its room: written in place
+    assert len(buffers) == 4
+    for layer in (growing, dynamic):  # transformers' own methods, then updates adopt them
+        layer.crop(-2)
+    update(3)
+    for layer in (growing, dynamic):
+        layer.reset()
+    update(2)
+
+
+def test_the_tiny_models_cache_is_built_of_growing_layers(model):
+    from xpgym.rollout.policies.hf_cache import _growing_layer, _new_cache
+
+    if _growing_layer() is None:
+        pytest.skip("this transformers has no layered caches")
+    cache = _new_cache(model)
+    assert [type(layer) for layer in cache.layers] == [_growing_layer()] * 2

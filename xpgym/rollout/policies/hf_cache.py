@@ -33,6 +33,12 @@ One call, prompts ``p_0 .. p_{B-1}``:
        It stops when every row has produced a stop token or after ``max_new_tokens``.
     4. Keep: each row's prompt plus the response tokens that were fed back (all but the last).
 
+Memory: where transformers' cache is built of layers (``cache_utils.DynamicLayer``,
+transformers >= 4.56), each full-attention layer keeps its keys and values in a buffer with
+room to grow (`_GrowingLayer`): a step writes its new slots in place and the model sees a
+view of the filled part, instead of ``torch.cat`` copying the whole cache at every step of
+every layer. The buffer doubles when full, so it holds at most twice the cache's slots.
+
 Limits: the model's cache must support ``batch_select_indices`` (transformers'
 ``DynamicCache``, what decoder-only models build by default). With sliding-window attention
 the window counts cache slots, holes included, so once a cache is wider than the window the
@@ -41,6 +47,7 @@ results drift from ``generate``'s; use ``kv_cache=False`` for such models with l
 
 from __future__ import annotations
 
+import functools
 import inspect
 from dataclasses import dataclass
 from typing import Any
@@ -116,7 +123,10 @@ class CachedDecoder:
         matches = self._match(session, prompts, weights)
         if session is None or all(m is None for m in matches):
             self.stats.full_prefills += 1
-            cache, old_mask = None, torch.zeros((len(prompts), 0), dtype=torch.long)
+            cache, old_mask = (
+                _new_cache(self.model),
+                torch.zeros((len(prompts), 0), dtype=torch.long),
+            )
             reused = [0] * len(prompts)
         else:
             index = torch.tensor([0 if m is None else m[0] for m in matches], dtype=torch.long)
@@ -132,11 +142,12 @@ class CachedDecoder:
         self.stats.prefilled += sum(len(n) for n in new)
 
         width = max(len(n) for n in new)
-        block = torch.full((len(new), width), self.pad_token_id, dtype=torch.long)
-        block_mask = torch.zeros((len(new), width), dtype=torch.long)
-        for row, tokens in enumerate(new):  # left padding inside the block
-            block[row, width - len(tokens) :] = torch.tensor(tokens, dtype=torch.long)
-            block_mask[row, width - len(tokens) :] = 1
+        pads = [width - len(tokens) for tokens in new]  # left padding inside the block
+        block = torch.tensor(
+            [[self.pad_token_id] * pad + tokens for pad, tokens in zip(pads, new, strict=True)],
+            dtype=torch.long,
+        )
+        block_mask = (torch.arange(width)[None, :] >= torch.tensor(pads)[:, None]).long()
         real = old_mask.sum(dim=1)  # real tokens before the block
         positions = (real[:, None] + block_mask.cumsum(dim=1) - 1).clamp(min=0)
         mask = torch.cat([old_mask, block_mask], dim=1).to(device)
@@ -168,10 +179,10 @@ class CachedDecoder:
             real = real + was_alive.long()
 
         tokens_t = torch.stack(tokens, dim=1).cpu()
-        fed_t = torch.stack(fed, dim=1).cpu() if fed else torch.zeros((len(new), 0), dtype=bool)
-        rows = [
-            tuple(prompt) + tuple(tokens_t[row, : fed_t.shape[1]][fed_t[row]].tolist())
-            for row, prompt in enumerate(prompts)
+        fed_rows = torch.stack(fed, dim=1).tolist() if fed else [[]] * len(new)
+        rows = [  # drawn tokens outnumber fed ones: the last draw is never fed back
+            (*prompt, *(token for token, was_fed in zip(drawn, fed_row, strict=False) if was_fed))
+            for prompt, drawn, fed_row in zip(prompts, tokens_t.tolist(), fed_rows, strict=True)
         ]
         self._sessions[slot] = _Session(cache, mask.cpu(), rows, weights)
         return tokens_t, torch.stack(logprobs, dim=1).cpu()
@@ -219,6 +230,93 @@ class CachedDecoder:
             **self._keep_last,
         )
         return output.logits[:, -1], output[self._cache_arg]
+
+
+def _new_cache(model: Any) -> Any:
+    """An empty cache for `model` whose layers grow in place (`_growing_layer`), or ``None``
+    (the model builds its own) where transformers' caches have no layers or a layer is not
+    plain full attention (sliding windows, linear attention, ...)."""
+    layer_class = _growing_layer()
+    if layer_class is None:
+        return None
+    from transformers.cache_utils import DynamicCache, DynamicLayer
+
+    try:
+        cache = DynamicCache(config=model.config)
+    except (TypeError, ValueError, KeyError):
+        return None
+    layers = getattr(cache, "layers", None)
+    if not layers or any(type(layer) is not DynamicLayer for layer in layers):
+        return None
+    cache.layers = [layer_class() for _ in layers]
+    return cache
+
+
+@functools.cache
+def _growing_layer() -> type[Any] | None:
+    """transformers' ``DynamicLayer`` with its keys and values kept in buffers with room to
+    grow; ``None`` for transformers versions without layered caches.
+
+    ``update`` writes the new slots into the buffers in place and returns views of their
+    filled part ``[B, heads, S, head_dim]`` (the same values ``DynamicLayer`` would return).
+    A full buffer is replaced by one twice as wide. ``batch_select_indices`` selects rows of
+    the buffers, room included. Every other method is ``DynamicLayer``'s: those that replace
+    ``keys``/``values`` (``crop``, ``reset``, ...) leave tensors that the next ``update``
+    adopts as its buffers.
+    """
+    try:
+        from transformers.cache_utils import DynamicLayer
+    except ImportError:
+        return None
+
+    class GrowingLayer(DynamicLayer):
+        _buffers: tuple[Any, Any] | None = None
+        _views: Any = None  # the keys view `update` last returned
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> Any:
+            if not self.is_initialized:
+                self.lazy_initialization(key_states, value_states)
+            if self.keys is not self._views:  # first update, or replaced by another method
+                filled = self.keys.dim() == 4 and self.keys.shape[-2] > 0
+                self._buffers = (self.keys, self.values) if filled else None
+            start = 0 if self._buffers is None else self.keys.shape[-2]
+            end = start + key_states.shape[-2]
+            if self._buffers is None or self._buffers[0].shape[-2] < end:
+                self._buffers = (
+                    _grown(key_states, self.keys, start, end),
+                    _grown(value_states, self.values, start, end),
+                )
+            self._buffers[0][:, :, start:end] = key_states
+            self._buffers[1][:, :, start:end] = value_states
+            self._show(end)
+            return self.keys, self.values
+
+        def batch_select_indices(self, indices: Any) -> None:
+            if self._buffers is None or self.keys is not self._views:
+                super().batch_select_indices(indices)
+                return
+            keys, values = self._buffers
+            self._buffers = (keys.index_select(0, indices), values.index_select(0, indices))
+            self._show(self.keys.shape[-2])
+
+        def _show(self, end: int) -> None:
+            """Point ``keys``/``values`` at the buffers' first `end` slots."""
+            assert self._buffers is not None
+            keys, values = self._buffers
+            self.keys, self.values = keys[:, :, :end], values[:, :, :end]
+            self._views = self.keys
+
+    return GrowingLayer
+
+
+def _grown(new_states: Any, old: Any, start: int, end: int) -> Any:
+    """An empty buffer like `new_states` with room for ``max(end, 2 * start)`` slots, holding
+    `old`'s first `start` slots."""
+    batch, heads, _, head_dim = new_states.shape
+    buffer = new_states.new_empty((batch, heads, max(end, 2 * start), head_dim))
+    if start:
+        buffer[:, :, :start] = old[:, :, :start]
+    return buffer
 
 
 def _warpers(temperature: float, top_k: int, top_p: float) -> list[Any]:
