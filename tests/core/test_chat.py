@@ -309,8 +309,8 @@ def test_an_escaping_template_renders_every_message() -> None:
     builder = ChatPromptBuilder(tok, chat_template_kwargs={"chat_template": ESCAPING_TEMPLATE})
     play(builder, tok.tokenizer, ["higher"])
     learned = tok.renders
-    prompt = play(builder, tok.tokenizer, ["a < b", "higher"])
-    assert tok.renders == learned + 3  # start and both turns
+    prompt = play(builder, tok.tokenizer, ["a < b", "lower"])
+    assert tok.renders == learned + 3  # start and both turns (new texts: not remembered)
     assert "user\na &lt; b<|im_end|>" in tok.tokenizer.decode(prompt)
 
 
@@ -446,6 +446,84 @@ def test_builder_appends_several_tool_results_at_once() -> None:
         "<|im_end|>\n<|im_start|>user\n<tool_response>\n3\n</tool_response>\n"
         "<tool_response>\nok\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
     )
+
+
+class CountingTokens(CountingRenders):
+    """A tokenizer that also records the texts it tokenizes: one by one (`encode`) and in
+    batched calls (``tokenizer(texts)``)."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        super().__init__(tokenizer)
+        self.one_by_one: list[str] = []
+        self.batches: list[list[str]] = []
+
+    def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+        self.one_by_one.append(text)
+        return super().encode(text, add_special_tokens=add_special_tokens)
+
+    def __call__(self, texts: list[str], *, add_special_tokens: bool = True) -> Any:
+        self.batches.append(list(texts))
+        return self.tokenizer(texts, add_special_tokens=add_special_tokens)
+
+    def forget(self) -> None:
+        self.one_by_one.clear()
+        self.batches.clear()
+
+
+@pytest.mark.parametrize("style", ["chatml", "llama3"])
+def test_extend_many_equals_extend_one_by_one_and_tokenizes_new_texts_in_one_call(
+    style: str,
+) -> None:
+    tok = CountingTokens(bpe_tokenizer(style))
+    builder, alone = ChatPromptBuilder(tok), ChatPromptBuilder(bpe_tokenizer(style))
+    response = [*tok.tokenizer.encode("guess 5", add_special_tokens=False), 7]
+    builder.extend(builder.start("Warm up."), response, "first")  # the first call's check
+    tok.forget()
+    two_messages = [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+    observations: list[Any] = ["too low", "too high", two_messages, "too low", "first"]
+    turns = [(builder.start(f"Game {n}."), response, o) for n, o in enumerate(observations)]
+    tok.forget()
+
+    prompts = builder.extend_many(turns)
+
+    assert prompts == [alone.extend(*turn) for turn in turns]
+    assert tok.one_by_one == []
+    # "too low" twice and "first" (seen before) once: three new texts, one call
+    assert len(tok.batches) == 1
+    assert len(tok.batches[0]) == 3
+
+
+def test_a_repeated_observation_is_not_tokenized_again() -> None:
+    tok = CountingTokens(bpe_tokenizer("chatml"))
+    builder = ChatPromptBuilder(tok)
+    first = play(builder, tok.tokenizer, ["lower", "higher"])
+    tok.forget()
+    again = play(builder, tok.tokenizer, ["lower", "higher"])
+    assert again == first
+    assert tok.one_by_one == []
+    assert tok.batches == []
+
+
+def test_the_builder_forgets_the_oldest_texts_beyond_its_limit() -> None:
+    tok = CountingTokens(bpe_tokenizer("chatml"))
+    builder = ChatPromptBuilder(tok)
+    builder.ENCODED_TEXTS = 3
+    prompt = builder.start("Guess.")
+    for observation in ("one", "two", "three", "four", "five"):
+        builder.extend(prompt, [7], observation)
+    tok.forget()
+    builder.extend(prompt, [7], "five")  # among the last three
+    assert tok.one_by_one == []
+    builder.extend(prompt, [7], "one")  # forgotten: tokenized again
+    assert len(tok.one_by_one) == 1
+
+
+def test_a_tokenizer_without_batched_calls_is_asked_text_by_text() -> None:
+    tok = CountingRenders(bpe_tokenizer("chatml"))  # encode and apply_chat_template only
+    builder, alone = ChatPromptBuilder(tok), ChatPromptBuilder(bpe_tokenizer("chatml"))
+    prompt = builder.start("Guess.")
+    turns = [(prompt, [7], observation) for observation in ("lower", "higher", "right")]
+    assert builder.extend_many(turns) == [alone.extend(*turn) for turn in turns]
 
 
 def test_builder_start_accepts_chat_messages() -> None:

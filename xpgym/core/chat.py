@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 __all__ = [
     "ChatPromptBuilder",
@@ -140,6 +140,8 @@ def encode_prompt(
         raise (ValueError if isinstance(prompt, (list, tuple)) else TypeError)(
             f"a prompt is token ids, text or chat messages, got {prompt!r:.80}"
         )
+    if set(map(type, prompt)) == {int}:  # plain ints, checked at C speed
+        return cast(list[int], list(prompt))
     ids = [t for t in prompt if isinstance(t, int) and not isinstance(t, bool)]
     if len(ids) == len(prompt):
         return [int(t) for t in ids]
@@ -234,6 +236,10 @@ class _MessageForm:
         return "".join(parts)
 
 
+_Observation = str | Mapping[str, Any] | Sequence[Mapping[str, Any]]  # text or chat messages
+_TextKey = str | tuple[str, str]  # what the builder remembers ids by: a text, (role, text)
+
+
 class ChatPromptBuilder:
     """Prompt ids for a chat conversation, built so each prompt extends the last one.
 
@@ -275,13 +281,18 @@ class ChatPromptBuilder:
     is trained on exactly the tokens it saw, which differ from a fresh render.
 
     The builder holds no per-conversation state: one instance serves any number of
-    conversations, from any number of threads. Nothing is downloaded and transformers is
-    not imported here.
+    conversations, from any number of threads. It remembers the ids of the last
+    `ENCODED_TEXTS` texts it encoded and text observations it appended (observations
+    repeat: feedback, tool results, the first message), so it assumes the tokenizer does
+    not change once the builder is built. Nothing is downloaded and transformers is not
+    imported here.
 
     Attributes:
         end_of_turn_ids: Token ids the template writes after an assistant message's
             content (``<|im_end|>`` ``\\n`` in ChatML, ``<|eot_id|>`` in Llama 3).
     """
+
+    ENCODED_TEXTS = 4096  # texts whose ids the builder remembers
 
     def __init__(
         self,
@@ -307,6 +318,8 @@ class ChatPromptBuilder:
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self._encoded: dict[_TextKey, tuple[int, ...]] = {}  # oldest first
+        self._encoded_lock = threading.Lock()
         exchange = [
             {"role": "user", "content": "Hi."},
             {"role": "assistant", "content": _PLACEHOLDER},
@@ -366,13 +379,32 @@ class ChatPromptBuilder:
         Raises:
             ValueError: The template changes earlier text when the message is added.
         """
-        messages = _as_messages(next_observation, role)
-        if not self._consistency_checked:
+        return self.extend_many([(previous_prompt_ids, response_ids, next_observation)], role)[0]
+
+    def extend_many(
+        self,
+        turns: Sequence[tuple[Sequence[int], Sequence[int], _Observation]],
+        role: str = "user",
+    ) -> list[list[int]]:
+        """`extend` for several conversations at once: ``turns`` holds each one's
+        ``(previous_prompt_ids, response_ids, next_observation)``; returns each one's next
+        prompt ids, the same as `extend` would. The new texts that the builder does not
+        remember are tokenized in one call (a Hugging Face tokenizer encodes a batch in
+        one pass of its Rust tokenizer, a few times faster than text by text).
+
+        Raises:
+            ValueError: The template changes earlier text when a message is added.
+        """
+        runs = [_as_messages(observation, role) for _, _, observation in turns]
+        if runs and not self._consistency_checked:
             with self._consistency_lock:
                 if not self._consistency_checked:
                     self._consistency_checked = True
-                    self._check_prefix_consistency(messages)
-        return self._append(previous_prompt_ids, response_ids, messages)
+                    self._check_prefix_consistency(runs[0])
+        return [
+            self._joined(previous, response, new_ids)
+            for (previous, response, _), new_ids in zip(turns, self._new_ids(runs), strict=True)
+        ]
 
     def missing_end_of_turn(self, response_ids: Sequence[int]) -> list[int]:
         """The end-of-turn ids the response lacks: `end_of_turn_ids` without the longest
@@ -383,19 +415,28 @@ class ChatPromptBuilder:
                 return eot[k:]
         return list(eot)
 
-    def _append(
+    def _new_ids(self, runs: list[list[dict[str, Any]]]) -> list[list[int]]:
+        """The ids of each run of messages after a reply, generation prompt included: a
+        single plain message is remembered by its role and text, other runs by their text."""
+        keys: list[_TextKey] = [
+            _role_and_text(run) or self._messages_text(run, first=False) for run in runs
+        ]
+        run_of = dict(zip(keys, runs, strict=True))
+        return self._ids(
+            keys,
+            lambda key: (
+                key if isinstance(key, str) else self._messages_text(run_of[key], first=False)
+            ),
+        )
+
+    def _joined(
         self,
         previous_prompt_ids: Sequence[int],
         response_ids: Sequence[int],
-        messages: list[dict[str, Any]],
+        new_ids: Sequence[int],
     ) -> list[int]:
         response = list(response_ids)
-        return [
-            *previous_prompt_ids,
-            *response,
-            *self.missing_end_of_turn(response),
-            *self._encode(self._messages_text(messages, first=False)),
-        ]
+        return [*previous_prompt_ids, *response, *self.missing_end_of_turn(response), *new_ids]
 
     def _messages_text(self, messages: list[dict[str, Any]], *, first: bool) -> str:
         """What the template writes for `messages`, generation prompt included, at the start
@@ -477,7 +518,7 @@ class ChatPromptBuilder:
         prompt = self.start(conversation)
         for reply in _PROBE_REPLIES:
             response = [*self._encode(reply), *self.end_of_turn_ids[:1]]
-            prompt = self._append(prompt, response, messages)
+            prompt = self._joined(prompt, response, self._new_ids([messages])[0])
             conversation = [*conversation, {"role": "assistant", "content": reply}, *messages]
         rendered = self._encode(self._render(conversation, add_generation_prompt=True))
         if prompt == rendered:
@@ -520,7 +561,33 @@ class ChatPromptBuilder:
         return text
 
     def _encode(self, text: str) -> list[int]:
-        return list(self.tokenizer.encode(text, add_special_tokens=False))
+        return self._ids([text], lambda key: text)[0]
+
+    def _ids(self, keys: Sequence[_TextKey], text_of: Callable[[_TextKey], str]) -> list[list[int]]:
+        """A new list of ids for each of `keys` (a text, or a plain message's role and
+        text): the remembered ids, or those of ``text_of(key)``, tokenized in one call for
+        all keys not remembered and remembered from then on (the oldest forgotten first)."""
+        known = {key: self._encoded.get(key) for key in keys}
+        missing = [key for key, ids in known.items() if ids is None]
+        if missing:
+            tokenized = self._tokenize([text_of(key) for key in missing])
+            with self._encoded_lock:
+                for key, ids in zip(missing, tokenized, strict=True):
+                    known[key] = self._encoded[key] = ids
+                while len(self._encoded) > self.ENCODED_TEXTS:
+                    del self._encoded[next(iter(self._encoded))]
+        return [list(known[key] or ()) for key in keys]
+
+    def _tokenize(self, texts: list[str]) -> list[tuple[int, ...]]:
+        """Each text's ids without special tokens: one batched call where the tokenizer is
+        a Hugging Face one (``tokenizer(texts)["input_ids"]``, the ids ``encode`` gives
+        text by text), else ``encode`` per text."""
+        if len(texts) > 1 and callable(self.tokenizer):
+            batch = self.tokenizer(texts, add_special_tokens=False)
+            ids = batch.get("input_ids") if isinstance(batch, Mapping) else None
+            if isinstance(ids, list) and len(ids) == len(texts):
+                return [tuple(row) for row in ids]
+        return [tuple(self.tokenizer.encode(text, add_special_tokens=False)) for text in texts]
 
 
 def _log_no_form(messages: list[dict[str, Any]], reason: str) -> None:
@@ -529,6 +596,14 @@ def _log_no_form(messages: list[dict[str, Any]], reason: str) -> None:
         [m.get("role") for m in messages],
         reason,
     )
+
+
+def _role_and_text(messages: list[dict[str, Any]]) -> tuple[str, str] | None:
+    """``(role, content)`` of a single message with only those keys and text content."""
+    if len(messages) != 1 or len(messages[0]) != 2:
+        return None
+    role, content = messages[0].get("role"), messages[0].get("content")
+    return (role, content) if isinstance(role, str) and isinstance(content, str) else None
 
 
 def _as_messages(

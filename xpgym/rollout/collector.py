@@ -674,26 +674,33 @@ class RolloutCollector:
 
     # -- prompts -------------------------------------------------------------------------
     def _advance(
-        self, state: _Collection, i: int, generation: Generation, obs: Any, info: dict
+        self, state: _Collection, going_on: list[tuple[int, Generation, Any, dict]]
     ) -> None:
-        """Build the next prompt of sub-env `i`'s episode from the new observation."""
-        run = state.runs[i]
-        run.observation = obs
+        """Build the next prompt of each ``(sub-env, generation, observation, info)`` of
+        `going_on` from its new observation (in ``"tokens"`` mode: one `extend_many` call)."""
         if self.prompt_mode == "tokens":
             assert self.prompt_builder is not None
-            assert run.prompt_ids is not None
-            assert generation.token_ids is not None
-            new = chat.observation_messages(obs, info, first=False)
-            run.prompt_ids = self.prompt_builder.extend(run.prompt_ids, generation.token_ids, new)
-            run.prompt = run.prompt_ids
-        elif self.prompt_mode == "messages":
-            assert run.messages is not None
-            run.messages.append({"role": "assistant", "content": generation.text})
-            run.messages.extend(chat.observation_messages(obs, info, first=False))
-            run.prompt = [dict(m) for m in run.messages]
-        else:
-            run.prompt = obs
-        self._check_context(state, i)
+            turns = []
+            for i, generation, obs, info in going_on:
+                previous = state.runs[i].prompt_ids
+                assert previous is not None
+                assert generation.token_ids is not None
+                new = chat.observation_messages(obs, info, first=False)
+                turns.append((previous, generation.token_ids, new))
+            prompts = self.prompt_builder.extend_many(turns)
+        for n, (i, generation, obs, info) in enumerate(going_on):
+            run = state.runs[i]
+            run.observation = obs
+            if self.prompt_mode == "tokens":
+                run.prompt = run.prompt_ids = prompts[n]
+            elif self.prompt_mode == "messages":
+                assert run.messages is not None
+                run.messages.append({"role": "assistant", "content": generation.text})
+                run.messages.extend(chat.observation_messages(obs, info, first=False))
+                run.prompt = [dict(m) for m in run.messages]
+            else:
+                run.prompt = obs
+            self._check_context(state, i)
 
     def _check_context(self, state: _Collection, i: int) -> None:
         """End the episode (no policy call) if its next prompt exceeds `max_prompt_tokens`."""
@@ -769,6 +776,7 @@ class RolloutCollector:
         observations, rewards, terminated, truncated, infos = self.vec_env.step(
             {i: generations[i].text for i in order}
         )
+        going_on: list[tuple[int, Generation, Any, dict]] = []
         for j, i in enumerate(order):
             run, generation, info = state.runs[i], generations[i], infos[j]
             if "error" in info:
@@ -787,7 +795,8 @@ class RolloutCollector:
             if over:
                 self._finish(state, i)
             else:
-                self._advance(state, i, generation, observations[j], info)
+                going_on.append((i, generation, observations[j], info))
+        self._advance(state, going_on)
         self._record_fork_points(state, order)
 
     def _record_fork_points(self, state: _Collection, stepped: list[int]) -> None:
