@@ -109,7 +109,8 @@ class Turn:
         self.response_ids = _as_ids("response_ids", self.response_ids)
         if self.response_logprobs is not None:
             values = _tolist(self.response_logprobs)
-            self.response_logprobs = [float(x) for x in values]
+            plain = set(map(type, values)) <= {float}
+            self.response_logprobs = list(values) if plain else [float(x) for x in values]
         if (
             self.response_logprobs is not None
             and self.response_ids is not None
@@ -407,8 +408,10 @@ def _as_ids(name: str, ids: Any) -> list[int] | None:
         return None
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"Turn.{name} must be a sequence of token ids, got {ids!r:.60}")
+    out = _tolist(ids)  # a new list
     try:
-        out = [operator.index(i) for i in _tolist(ids)]
+        if not set(map(type, out)) <= {int}:  # plain ints pass at C speed
+            out = list(map(operator.index, out))
     except TypeError as err:
         raise TypeError(f"Turn.{name} must hold integer token ids: {err}") from None
     if out and min(out) < 0:
