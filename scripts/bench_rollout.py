@@ -1,13 +1,18 @@
 r"""Rollout speed of the CPU demo, with and without `HFPolicy`'s cross-turn KV cache.
 
-    python scripts/bench_rollout.py [--steps 8] [--pretrain-steps 40] [--threads 0]
+    python scripts/bench_rollout.py [--steps 8] [--warmup-steps 1] [--pretrain-steps 40]
+                                    [--threads 0] [--no-gc-freeze]
                                     [--out results/bench_rollout.json]
 
 Builds the demo of ``recipes/train_torch.py`` with its defaults (the same tokenizer, model,
 64 episodes per step, vector env and trainer), pretrains it for `--pretrain-steps` steps so
 that replies look like the demo's (``\boxed{n}`` then the stop token, episodes ending at
 different turns), then, from the same weights, runs `--steps` RL steps (collect 64 episodes
-+ one update) with the cache and without it, alternating step by step. For each it reports:
++ one update) with the cache and without it, alternating step by step, after
+`--warmup-steps` uncounted ones (the first use of a chat template's forms, the prefix
+consistency check, torch's first calls: costs paid once per run). Like the demo, it
+first freezes what was built out of the garbage collector's reach
+(``freeze_what_was_built``; `--no-gc-freeze` skips it). For each mode it reports:
 
 * wall time per RL step, split into rollout (``collector.collect``) and update;
 * policy throughput: generated tokens per second of ``policy.generate``, and prompt tokens
@@ -16,10 +21,14 @@ different turns), then, from the same weights, runs `--steps` RL steps (collect 
   conversion (the rest of ``policy.generate``: encoding, matching prompts to the cache,
   building `Generation`s), env (every call on the vector env), prompt building
   (`ChatPromptBuilder`), and the collector's own bookkeeping (the rest). "Overhead" is
-  env + prompt building + bookkeeping + conversion as a share of rollout time.
+  env + prompt building + bookkeeping + conversion as a share of rollout time, in wall time
+  and in the main thread's CPU time (a busy machine's other jobs stretch the wall time of
+  whatever part is running when they take the core; the CPU time shares do not move with
+  them).
 
 Writes the numbers as JSON to `--out` and prints a table. Timings come from wrapping those
-methods on the instances (``time.perf_counter``), so the collector and policy run unchanged.
+methods on the instances (``time.perf_counter`` and ``time.thread_time``), so the collector
+and policy run unchanged.
 """
 
 from __future__ import annotations
@@ -46,8 +55,10 @@ ENV_METHODS = ("reset", "step", "get_states", "set_states", "get_attr", "call")
 @dataclasses.dataclass
 class Options:
     steps: int = 8  # RL steps per mode
+    warmup_steps: int = 1  # RL steps per mode played first and not counted (first-use costs)
     pretrain_steps: int = 40
     threads: int = 0  # torch threads; 0: the demo's choice (idle cores)
+    no_gc_freeze: bool = False  # skip freezing what was built before the RL steps (the demo does)
     out: str = "results/bench_rollout.json"
 
 
@@ -65,21 +76,25 @@ def load_recipe() -> Any:
 
 
 class Clock:
-    """Seconds spent in wrapped methods, per key."""
+    """Seconds spent in wrapped methods, per key: wall time (`seconds`) and the calling
+    thread's CPU time (`cpu_seconds`, which time on a busy machine's other jobs does not
+    inflate; with one torch thread the model's work runs on the calling thread too)."""
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu_seconds: dict[str, float] = defaultdict(float)
 
     def wrap(self, obj: Any, name: str, key: str) -> None:
         """Replace ``obj.name`` on the instance by a timed call of the original."""
         original: Callable[..., Any] = getattr(obj, name)
 
         def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.thread_time()
             try:
                 return original(*args, **kwargs)
             finally:
                 self.seconds[key] += time.perf_counter() - start
+                self.cpu_seconds[key] += time.thread_time() - cpu_start
 
         setattr(obj, name, timed)
 
@@ -99,21 +114,31 @@ class Mode:
         self.clock.wrap(
             decoder or self.policy, "decode" if decoder else "_generate_uncached", "model"
         )
+        # `extend` calls `extend_many` (the collector calls it directly): wrapped once
         self.clock.wrap(self.collector.prompt_builder, "start", "prompt building")
-        self.clock.wrap(self.collector.prompt_builder, "extend", "prompt building")
+        self.clock.wrap(self.collector.prompt_builder, "extend_many", "prompt building")
         for name in ENV_METHODS:
             self.clock.wrap(self.vec, name, "env")
+        self.played = 0  # RL steps played, warm-up included (each step's seed)
+        self.start_counting()
+
+    def start_counting(self) -> None:
+        """Forget the steps so far: what they cost is not reported."""
+        self.clock.seconds.clear()
+        self.clock.cpu_seconds.clear()
         self.steps = 0
-        self.rollout_s = self.update_s = 0.0
+        self.rollout_s = self.update_s = self.rollout_cpu_s = 0.0
         self.generated = self.prompt_tokens = 0
 
     def step(self) -> float:
         """One RL step (collect + update); returns the rollout's seconds."""
         self.steps += 1
-        seed = self.args.seed * 100_003 + self.steps
-        start = time.perf_counter()
+        self.played += 1
+        seed = self.args.seed * 100_003 + self.played
+        start, cpu_start = time.perf_counter(), time.thread_time()
         episodes = self.collector.collect(self.args.episodes_per_step, seed=seed)
         middle = time.perf_counter()
+        self.rollout_cpu_s += time.thread_time() - cpu_start
         self.trainer.train_step(episodes)
         self.rollout_s += middle - start
         self.update_s += time.perf_counter() - middle
@@ -124,14 +149,9 @@ class Mode:
 
     def report(self) -> dict[str, Any]:
         self.vec.close()
-        seconds = dict(self.clock.seconds)
-        parts = {
-            "model": seconds["model"],
-            "conversion": seconds["generate"] - seconds["model"],
-            "env": seconds.get("env", 0.0),
-            "prompt building": seconds.get("prompt building", 0.0),
-        }
-        parts["bookkeeping"] = self.rollout_s - sum(parts.values())
+        parts = _parts(self.clock.seconds, self.rollout_s)
+        cpu_parts = _parts(self.clock.cpu_seconds, self.rollout_cpu_s)
+        seconds = self.clock.seconds
         stats = self.policy.cache_stats
         prefilled = stats.prefilled if stats else self.prompt_tokens
         return {
@@ -144,7 +164,21 @@ class Mode:
             "prompt_tokens_prefilled_per_step": prefilled / self.steps,
             "rollout_share": {k: v / self.rollout_s for k, v in parts.items()},
             "overhead_share": 1 - parts["model"] / self.rollout_s,
+            "rollout_cpu_share": {k: v / self.rollout_cpu_s for k, v in cpu_parts.items()},
+            "overhead_cpu_share": 1 - cpu_parts["model"] / self.rollout_cpu_s,
         }
+
+
+def _parts(seconds: dict[str, float], rollout_s: float) -> dict[str, float]:
+    """Where a rollout's `rollout_s` went, from the clock's per-key `seconds`."""
+    parts = {
+        "model": seconds["model"],
+        "conversion": seconds["generate"] - seconds["model"],
+        "env": seconds.get("env", 0.0),
+        "prompt building": seconds.get("prompt building", 0.0),
+    }
+    parts["bookkeeping"] = rollout_s - sum(parts.values())
+    return parts
 
 
 def main() -> None:
@@ -164,6 +198,13 @@ def main() -> None:
         name: Mode(recipe, dataclasses.replace(args, no_kv_cache=name == "uncached"), weights)
         for name in ("cached", "uncached")
     }
+    if not options.no_gc_freeze:
+        recipe.freeze_what_was_built()
+    for step in range(1, options.warmup_steps + 1):
+        times = {name: mode.step() for name, mode in modes.items()}
+        print(f"  warm-up step {step}/{options.warmup_steps}: rollout s {times}", flush=True)
+    for mode in modes.values():
+        mode.start_counting()
     for step in range(1, options.steps + 1):
         times = {name: mode.step() for name, mode in modes.items()}
         print(f"  RL step {step}/{options.steps}: rollout s {times}", flush=True)
@@ -195,11 +236,13 @@ def main() -> None:
         a, b = cached[key], uncached[key]
         speedup = a / b if key == "generated_tokens_per_s" else b / a
         print(f"{label:<34}{a:>10.2f}{b:>10.2f}{speedup:>9.2f}")
-    for part in cached["rollout_share"]:
-        a, b = cached["rollout_share"][part], uncached["rollout_share"][part]
-        print(f"{'rollout share: ' + part:<34}{a:>10.1%}{b:>10.1%}")
-    a, b = cached["overhead_share"], uncached["overhead_share"]
-    print(f"{'overhead (all but the model)':<34}{a:>10.1%}{b:>10.1%}")
+    for clock, suffix in (("", "wall"), ("_cpu", "CPU")):
+        shares = f"rollout{clock}_share"
+        for part in cached[shares]:
+            a, b = cached[shares][part], uncached[shares][part]
+            print(f"{f'{suffix} share: {part}':<34}{a:>10.1%}{b:>10.1%}")
+        a, b = cached[f"overhead{clock}_share"], uncached[f"overhead{clock}_share"]
+        print(f"{f'{suffix} overhead (all but the model)':<34}{a:>10.1%}{b:>10.1%}")
     print(f"wrote {out}")
 
 
