@@ -397,11 +397,10 @@ class PackedRows(RowInfo):
             width = max_length
         real = np.arange(width) < lengths[:, None]  # [B, L], row-major order = packed order
         logprobs = rows.rollout_logprobs
-        attention_mask = real.astype(np.int64)
         return PaddedRows(
             **rows._row_info(),
             input_ids=_fill(rows.input_ids, real, pad_token_id),
-            attention_mask=attention_mask,
+            attention_mask=real.astype(np.int64),
             position_ids=_positions(np.zeros_like(lengths), lengths, width),
             response_mask=_fill(rows.response_mask, real, 0),
             turn_index=_fill(rows.turn_index, real, -1),
@@ -462,15 +461,19 @@ class PackedRows(RowInfo):
         r_width = int(rows.response_length.max(initial=0))
         if pad_to_max_length:  # both limits are given (checked above)
             p_width, r_width = int(max_prompt_length or 0), int(max_response_length or 0)
-        # [B, P] and [B, R] masks of real tokens; row-major order matches the packed order
-        real_prompt = np.arange(p_width) >= p_width - rows.prompt_length[:, None]
-        real_response = np.arange(r_width) < rows.response_length[:, None]
-        in_response = rows.position_ids >= np.repeat(rows.prompt_length, rows.lengths)
-        prompts = _fill(rows.input_ids[~in_response], real_prompt, pad_token_id)
-        attention_mask = np.concatenate([real_prompt, real_response], axis=1).astype(np.int64)
+        # [B, P] and [B, R]: padding cells, and the packed position of each cell
+        prompt_columns, response_columns = np.arange(p_width), np.arange(r_width)
+        prompt_padding = prompt_columns < p_width - rows.prompt_length[:, None]
+        response_padding = response_columns >= rows.response_length[:, None]
+        response_start = rows.cu_seqlens[:-1] + rows.prompt_length
+        prompt_index = (response_start - p_width)[:, None] + prompt_columns
+        response_index = response_start[:, None] + response_columns
+        prompts = _padded(rows.input_ids, prompt_index, prompt_padding, pad_token_id)
+        padding = np.concatenate([prompt_padding, response_padding], axis=1)
+        attention_mask = (~padding).astype(np.int64)
 
         def response_part(values: np.ndarray, fill: float) -> np.ndarray:
-            return _fill(values[in_response], real_response, fill)
+            return _padded(values, response_index, response_padding, fill)
 
         responses = response_part(rows.input_ids, pad_token_id)
         logprobs = rows.rollout_logprobs
@@ -616,11 +619,20 @@ def _fill(values: np.ndarray, real: np.ndarray, fill: float) -> np.ndarray:
     return out
 
 
+def _padded(values: np.ndarray, index: np.ndarray, padding: np.ndarray, fill: float) -> np.ndarray:
+    """``values[index]`` (a padded array: `index` gives each cell's packed position and is
+    clipped into range) with `fill` where `padding` is set."""
+    out = values.take(index, mode="clip")
+    out[padding] = fill
+    return out
+
+
 def _positions(start: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
     """``[B, width]`` int64, ``clip(cumsum(attention_mask, axis=1) - 1, 0)`` for the
     attention mask whose row ``b`` is 1 on the ``count[b]`` columns from ``start[b]`` and 0
     elsewhere: 0 before the real tokens, 0, 1, ... on them, the last position after them."""
-    positions = np.minimum(np.arange(width) - start[:, None], (count - 1)[:, None])
+    positions = np.arange(width) - start[:, None]
+    np.minimum(positions, (count - 1)[:, None], out=positions)
     return np.maximum(positions, 0, out=positions)
 
 
@@ -862,7 +874,8 @@ def _pack(
     n_tokens = int(cu_seqlens[-1])
     last_ids = [part for row in rows for part in _ids(row.turns[-1])]
     input_ids = np.fromiter(chain.from_iterable(last_ids), np.int64, count=n_tokens)
-    position_ids = np.arange(n_tokens, dtype=np.int64) - np.repeat(cu_seqlens[:-1], lengths)
+    position_ids = np.arange(n_tokens, dtype=np.int64)
+    position_ids -= np.repeat(cu_seqlens[:-1], lengths)
     # Each turn's policy span [start, start + span_length) in the packed tokens; the spans
     # are in order and apart, so the tokens are alternately outside and inside a span.
     starts = cu_seqlens[row_of_turn] + prompt_lengths
