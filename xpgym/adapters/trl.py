@@ -162,43 +162,66 @@ def to_rollout_output(
         in episode order.
     """
     rows = episode_rows(episodes)
-    # One C-level tolist per field, then list slices per row (TRL takes Python lists).
-    ids, mask, rewards = (
-        a.tolist() for a in (rows.input_ids, rows.response_mask, rows.token_rewards)
-    )
-    flat_logprobs = None if rows.rollout_logprobs is None else rows.rollout_logprobs.tolist()
-    bounds = rows.cu_seqlens.tolist()
+    # TRL takes Python lists. A row is its episode's last prompt + response (`episode_rows`),
+    # so the ids are slices of the episode's own lists; the per-token values are converted
+    # row by row, only their completion part.
+    splits = (rows.cu_seqlens[:-1] + rows.prompt_length).tolist()
+    stops = rows.cu_seqlens[1:].tolist()
+
+    def completions(values: np.ndarray) -> list[list[Any]]:
+        return [values[split:stop].tolist() for split, stop in zip(splits, stops, strict=True)]
+
+    last_ids = [_last_ids(episodes[e]) for e in rows.episode_index.tolist()]
     prompt_lengths = rows.prompt_length.tolist()
-    scores = infra_filled_scores(episodes)
+    logprobs = rows.rollout_logprobs
     out: dict[str, Any] = {
-        key: []
-        for key in ("prompt_ids", "completion_ids", "env_mask", "token_rewards", "episode_reward")
+        "prompt_ids": [prompt[:n] for (prompt, _), n in zip(last_ids, prompt_lengths, strict=True)],
+        "completion_ids": [
+            prompt[n:] + response
+            for (prompt, response), n in zip(last_ids, prompt_lengths, strict=True)
+        ],
+        "env_mask": completions(rows.response_mask),
+        "token_rewards": _mostly_zero_lists(rows.token_rewards, splits, stops),
+        "episode_reward": infra_filled_scores(episodes)[rows.episode_index].tolist(),
+        "logprobs": None if logprobs is None else completions(logprobs),
+        "infra_error": rows.infra_error.tolist(),
     }
-    logprobs: list[list[float]] | None = None if flat_logprobs is None else []
-    for b, episode_index in enumerate(rows.episode_index.tolist()):
-        start, split, stop = bounds[b], bounds[b] + prompt_lengths[b], bounds[b + 1]
-        out["prompt_ids"].append(ids[start:split])
-        out["completion_ids"].append(ids[split:stop])
-        out["env_mask"].append(mask[split:stop])
-        out["token_rewards"].append(rewards[split:stop])
-        out["episode_reward"].append(float(scores[episode_index]))
-        if logprobs is not None and flat_logprobs is not None:
-            logprobs.append(flat_logprobs[split:stop])
-    out["logprobs"] = logprobs
-    out["infra_error"] = rows.infra_error.tolist()
     if advantage is not None:
         values = episode_advantages(
             advantage, episodes, gamma=gamma, **dict(advantage_kwargs or {})
         )
         episode_of_token = np.repeat(rows.episode_index, rows.lengths)
-        on_tokens = np.where(
-            rows.turn_index >= 0,
-            values[episode_of_token, np.maximum(rows.turn_index, 0)],
-            0.0,
-        ).tolist()
-        out["turn_advantages"] = [
-            on_tokens[bounds[b] + prompt_lengths[b] : bounds[b + 1]] for b in range(len(rows))
-        ]
+        out["turn_advantages"] = completions(
+            np.where(
+                rows.turn_index >= 0,
+                values[episode_of_token, np.maximum(rows.turn_index, 0)],
+                0.0,
+            )
+        )
+    return out
+
+
+def _last_ids(episode: Episode) -> tuple[list[int], list[int]]:
+    """The last turn's ``(prompt_ids, response_ids)`` (`episode_rows` checked they exist)."""
+    turn = episode.turns[-1]
+    return cast(list[int], turn.prompt_ids), cast(list[int], turn.response_ids)
+
+
+def _mostly_zero_lists(
+    values: np.ndarray, splits: list[int], stops: list[int]
+) -> list[list[float]]:
+    """``values[split:stop].tolist()`` for each row, for ``[N]`` values that are mostly
+    ``+0.0`` (token rewards): ``[0.0] * n`` with the other entries written in, so only those
+    become new Python floats."""
+    out = [[0.0] * (stop - split) for split, stop in zip(splits, stops, strict=True)]
+    cells = np.flatnonzero(np.signbit(values) | (values != 0))  # -0.0 and NaN included
+    row = np.searchsorted(np.asarray(stops), cells, side="right")
+    offset = cells - np.asarray(splits, dtype=np.int64)[row]
+    kept = offset >= 0
+    for b, k, value in zip(
+        row[kept].tolist(), offset[kept].tolist(), values[cells[kept]].tolist(), strict=True
+    ):
+        out[b][k] = value
     return out
 
 

@@ -397,12 +397,11 @@ class PackedRows(RowInfo):
             width = max_length
         real = np.arange(width) < lengths[:, None]  # [B, L], row-major order = packed order
         logprobs = rows.rollout_logprobs
-        attention_mask = real.astype(np.int64)
         return PaddedRows(
             **rows._row_info(),
             input_ids=_fill(rows.input_ids, real, pad_token_id),
-            attention_mask=attention_mask,
-            position_ids=_positions(attention_mask),
+            attention_mask=real.astype(np.int64),
+            position_ids=_positions(np.zeros_like(lengths), lengths, width),
             response_mask=_fill(rows.response_mask, real, 0),
             turn_index=_fill(rows.turn_index, real, -1),
             token_rewards=_fill(rows.token_rewards, real, 0),
@@ -462,15 +461,19 @@ class PackedRows(RowInfo):
         r_width = int(rows.response_length.max(initial=0))
         if pad_to_max_length:  # both limits are given (checked above)
             p_width, r_width = int(max_prompt_length or 0), int(max_response_length or 0)
-        # [B, P] and [B, R] masks of real tokens; row-major order matches the packed order
-        real_prompt = np.arange(p_width) >= p_width - rows.prompt_length[:, None]
-        real_response = np.arange(r_width) < rows.response_length[:, None]
-        in_response = rows.position_ids >= np.repeat(rows.prompt_length, rows.lengths)
-        prompts = _fill(rows.input_ids[~in_response], real_prompt, pad_token_id)
-        attention_mask = np.concatenate([real_prompt, real_response], axis=1).astype(np.int64)
+        # [B, P] and [B, R]: padding cells, and the packed position of each cell
+        prompt_columns, response_columns = np.arange(p_width), np.arange(r_width)
+        prompt_padding = prompt_columns < p_width - rows.prompt_length[:, None]
+        response_padding = response_columns >= rows.response_length[:, None]
+        response_start = rows.cu_seqlens[:-1] + rows.prompt_length
+        prompt_index = (response_start - p_width)[:, None] + prompt_columns
+        response_index = response_start[:, None] + response_columns
+        prompts = _padded(rows.input_ids, prompt_index, prompt_padding, pad_token_id)
+        padding = np.concatenate([prompt_padding, response_padding], axis=1)
+        attention_mask = (~padding).astype(np.int64)
 
         def response_part(values: np.ndarray, fill: float) -> np.ndarray:
-            return _fill(values[in_response], real_response, fill)
+            return _padded(values, response_index, response_padding, fill)
 
         responses = response_part(rows.input_ids, pad_token_id)
         logprobs = rows.rollout_logprobs
@@ -480,7 +483,7 @@ class PackedRows(RowInfo):
             responses=responses,
             input_ids=np.concatenate([prompts, responses], axis=1),
             attention_mask=attention_mask,
-            position_ids=_positions(attention_mask),
+            position_ids=_positions(p_width - rows.prompt_length, rows.lengths, p_width + r_width),
             response_mask=response_part(rows.response_mask, 0),
             turn_index=response_part(rows.turn_index, -1),
             token_rewards=response_part(rows.token_rewards, 0),
@@ -616,8 +619,21 @@ def _fill(values: np.ndarray, real: np.ndarray, fill: float) -> np.ndarray:
     return out
 
 
-def _positions(attention_mask: np.ndarray) -> np.ndarray:
-    return np.clip(np.cumsum(attention_mask, axis=1) - 1, 0, None)
+def _padded(values: np.ndarray, index: np.ndarray, padding: np.ndarray, fill: float) -> np.ndarray:
+    """``values[index]`` (a padded array: `index` gives each cell's packed position and is
+    clipped into range) with `fill` where `padding` is set."""
+    out = values.take(index, mode="clip")
+    out[padding] = fill
+    return out
+
+
+def _positions(start: np.ndarray, count: np.ndarray, width: int) -> np.ndarray:
+    """``[B, width]`` int64, ``clip(cumsum(attention_mask, axis=1) - 1, 0)`` for the
+    attention mask whose row ``b`` is 1 on the ``count[b]`` columns from ``start[b]`` and 0
+    elsewhere: 0 before the real tokens, 0, 1, ... on them, the last position after them."""
+    positions = np.arange(width) - start[:, None]
+    np.minimum(positions, (count - 1)[:, None], out=positions)
+    return np.maximum(positions, 0, out=positions)
 
 
 # --------------------------------------------------------------------------------------
@@ -644,12 +660,13 @@ class PrefixMismatchError(ValueError):
 
 
 class _Row(NamedTuple):
+    """Turns ``first_turn ..`` of episode `episode`, prefix-consistent: the row's tokens are
+    ``turns[-1].prompt_ids + turns[-1].response_ids``, its prompt ``turns[0].prompt_ids``
+    and turn ``k``'s policy tokens sit at ``[len(prompt_k), len(prompt_k) + len(response_k))``."""
+
     episode: int
     first_turn: int
     turns: list[Turn]
-    ids: list[int]  # the row's tokens
-    prompt_length: int
-    spans: list[tuple[int, int]]  # [start, stop) of each turn's response within `ids`
 
 
 def turn_rows(episodes: Sequence[Episode], *, step_ids: bool = False) -> PackedRows:
@@ -681,9 +698,7 @@ def turn_rows(episodes: Sequence[Episode], *, step_ids: bool = False) -> PackedR
     rows = []
     for e, episode in enumerate(episodes):
         for t, turn in enumerate(episode.turns):
-            prompt, response = _ids(turn)
-            span = (len(prompt), len(prompt) + len(response))
-            rows.append(_Row(e, t, [turn], prompt + response, len(prompt), [span]))
+            rows.append(_Row(e, t, [turn]))
     return _pack(rows, with_logprobs, episodes, step_ids=step_ids)
 
 
@@ -734,21 +749,14 @@ def episode_rows(
         if not turns:
             raise ValueError(f"episode {e} (env {episode.env_id!r}) has no turns")
         first = 0
-        for t in range(1, len(turns) + 1):
-            if t < len(turns):
-                mismatch = _first_mismatch(turns[t - 1], turns[t])
-                if mismatch is None:
-                    continue
-                if on_mismatch == "raise":
-                    raise _mismatch_error(e, episode, t, mismatch)
-            spans = []
-            for turn in turns[first:t]:
-                prompt, response = _ids(turn)
-                spans.append((len(prompt), len(prompt) + len(response)))
-            prompt, response = _ids(turns[t - 1])
-            ids = prompt + response
-            rows.append(_Row(e, first, turns[first:t], ids, spans[0][0], spans))
+        for t in range(1, len(turns)):
+            if _extends(turns[t - 1], turns[t]):
+                continue
+            if on_mismatch == "raise":
+                raise _mismatch_error(e, episode, t, _first_mismatch(turns[t - 1], turns[t]))
+            rows.append(_Row(e, first, turns[first:t]))
             first = t
+        rows.append(_Row(e, first, turns[first:]))
     return _pack(rows, with_logprobs, episodes, step_ids=step_ids)
 
 
@@ -757,22 +765,21 @@ def _check_turns(episodes: Sequence[Episode]) -> bool:
     seen: tuple[bool, int, int] | None = None
     for e, episode in enumerate(episodes):
         for t, turn in enumerate(episode.turns):
-            where = f"episode {e} (env {episode.env_id!r}) turn {t}"
             if turn.prompt_ids is None or turn.response_ids is None:
                 raise ValueError(
-                    f"{where} has no token ids (prompt_ids or response_ids is None); token "
-                    f"layouts need episodes collected with a tokenizer"
+                    f"{_where(e, episode, t)} has no token ids (prompt_ids or response_ids is "
+                    f"None); token layouts need episodes collected with a tokenizer"
                 )
             if not turn.response_ids:
                 raise ValueError(
-                    f"{where} has an empty response_ids; every turn needs at least one "
-                    f"policy token (its reward sits on the last one)"
+                    f"{_where(e, episode, t)} has an empty response_ids; every turn needs at "
+                    f"least one policy token (its reward sits on the last one)"
                 )
             logprobs = turn.response_logprobs
             has = logprobs is not None
             if logprobs is not None and len(logprobs) != len(turn.response_ids):
                 raise ValueError(
-                    f"{where} has {len(logprobs)} response_logprobs for "
+                    f"{_where(e, episode, t)} has {len(logprobs)} response_logprobs for "
                     f"{len(turn.response_ids)} response_ids"
                 )
             if seen is None:
@@ -781,10 +788,16 @@ def _check_turns(episodes: Sequence[Episode]) -> bool:
                 _, e0, t0 = seen
                 raise ValueError(
                     f"episode {e0} turn {t0} {'has' if seen[0] else 'has no'} "
-                    f"response_logprobs but {where} {'has' if has else 'has none'}; either "
-                    f"every turn carries sampler logprobs or none does"
+                    f"response_logprobs but {_where(e, episode, t)} "
+                    f"{'has' if has else 'has none'}; either every turn carries sampler "
+                    f"logprobs or none does"
                 )
     return seen is not None and seen[0]
+
+
+def _where(e: int, episode: Episode, t: int) -> str:
+    """Turn `t` of episode `e`, for error messages (built only when one is raised)."""
+    return f"episode {e} (env {episode.env_id!r}) turn {t}"
 
 
 def _ids(turn: Turn) -> tuple[list[int], list[int]]:
@@ -794,15 +807,21 @@ def _ids(turn: Turn) -> tuple[list[int], list[int]]:
     return turn.prompt_ids, turn.response_ids
 
 
-def _first_mismatch(previous: Turn, turn: Turn) -> tuple[int, int, int | None] | None:
-    """``(position, expected, got)`` where ``turn.prompt_ids`` leaves the previous turn's
-    ``prompt_ids + response_ids``, or ``None`` if it extends them (``got`` is ``None``
-    when the prompt is too short)."""
+def _extends(previous: Turn, turn: Turn) -> bool:
+    """Whether ``turn.prompt_ids`` starts with the previous turn's ``prompt_ids +
+    response_ids`` (list slices, compared in C)."""
     before, response = _ids(previous)
     prompt, _ = _ids(turn)
-    n, m = len(before), len(response)
-    if prompt[:n] == before and prompt[n : n + m] == response:
-        return None
+    n = len(before)
+    return prompt[:n] == before and prompt[n : n + len(response)] == response
+
+
+def _first_mismatch(previous: Turn, turn: Turn) -> tuple[int, int, int | None]:
+    """``(position, expected, got)`` where ``turn.prompt_ids`` leaves the previous turn's
+    ``prompt_ids + response_ids`` (``got`` is ``None`` when the prompt is too short), for a
+    turn that does not `_extends` it."""
+    before, response = _ids(previous)
+    prompt, _ = _ids(turn)
     expected = before + response
     for position, (want, got) in enumerate(zip(expected, prompt, strict=False)):
         if want != got:
@@ -840,49 +859,49 @@ def _pack(
     rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode], *, step_ids: bool
 ) -> PackedRows:
     n_rows = len(rows)
-    lengths = np.array([len(row.ids) for row in rows], dtype=np.int64)
+    turn_list = [turn for row in rows for turn in row.turns]
+    ids = [_ids(turn) for turn in turn_list]
+    num_turns = np.fromiter((len(row.turns) for row in rows), np.int64, count=n_rows)
+    # Per turn: the length of its prompt and response, and the row it belongs to.
+    prompt_lengths = np.fromiter((len(p) for p, _ in ids), np.int64, count=len(ids))
+    span_lengths = np.fromiter((len(r) for _, r in ids), np.int64, count=len(ids))
+    row_of_turn = np.repeat(np.arange(n_rows), num_turns)
+    last_turn = np.cumsum(num_turns) - 1  # a row's tokens: its last turn's prompt + response
+    first_of_row = last_turn + 1 - num_turns  # a row's prompt: its first turn's
+    lengths = prompt_lengths[last_turn] + span_lengths[last_turn]
     cu_seqlens = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=cu_seqlens[1:])
     n_tokens = int(cu_seqlens[-1])
-    input_ids = np.fromiter(chain.from_iterable(row.ids for row in rows), np.int64, count=n_tokens)
-    position_ids = np.arange(n_tokens, dtype=np.int64) - np.repeat(cu_seqlens[:-1], lengths)
-    # Every policy span of every row, as global [start, stop) token positions.
-    starts = np.fromiter(
-        (int(cu_seqlens[b]) + start for b, row in enumerate(rows) for start, _ in row.spans),
-        np.int64,
-    )
-    span_lengths = np.fromiter(
-        (stop - start for row in rows for start, stop in row.spans), np.int64
-    )
-    turn_ids = np.fromiter(
-        (row.first_turn + k for row in rows for k in range(len(row.turns))), np.int64
-    )
-    turn_list = [turn for row in rows for turn in row.turns]
+    last_ids = [part for row in rows for part in _ids(row.turns[-1])]
+    input_ids = np.fromiter(chain.from_iterable(last_ids), np.int64, count=n_tokens)
+    position_ids = np.arange(n_tokens, dtype=np.int64)
+    position_ids -= np.repeat(cu_seqlens[:-1], lengths)
+    # Each turn's policy span [start, start + span_length) in the packed tokens; the spans
+    # are in order and apart, so the tokens are alternately outside and inside a span.
+    starts = cu_seqlens[row_of_turn] + prompt_lengths
+    segments = np.empty(2 * len(ids) + 1, dtype=np.int64)
+    segments[0::2] = np.append(starts, n_tokens) - np.append(0, starts + span_lengths)
+    segments[1::2] = span_lengths
+    first_turn = np.fromiter((row.first_turn for row in rows), np.int64, count=n_rows)
+    turn_ids = (first_turn - first_of_row)[row_of_turn] + np.arange(len(ids))
     infra = np.array([episodes[row.episode].infra_error is not None for row in rows], bool)
     # Spans of infra-error rows keep their log-probs but nothing to learn from (docstring).
-    learn_span = np.repeat(~infra, [len(row.turns) for row in rows])
-    # Positions of every policy token: each span's start repeated over its length, plus the
-    # offset inside the span.
-    span_offsets = np.cumsum(span_lengths) - span_lengths
-    policy = np.repeat(starts - span_offsets, span_lengths) + np.arange(int(span_lengths.sum()))
-    learn = np.repeat(learn_span, span_lengths)
-    response_mask = np.zeros(n_tokens, dtype=np.int64)
-    response_mask[policy[learn]] = 1
-    turn_index = np.full(n_tokens, -1, dtype=np.int64)
-    turn_index[policy[learn]] = np.repeat(turn_ids, span_lengths)[learn]
+    learn_span = ~infra[row_of_turn]
+    response_mask = _on_spans(learn_span.astype(np.int64), 0, segments)
+    turn_index = _on_spans(np.where(learn_span, turn_ids, -1), -1, segments)
     token_rewards = np.zeros(n_tokens, dtype=np.float32)
     rewards = np.array([turn.reward for turn in turn_list], dtype=np.float32)
     token_rewards[(starts + span_lengths - 1)[learn_span]] = rewards[learn_span]
     logprobs = None
     if with_logprobs:
         logprobs = np.zeros(n_tokens, dtype=np.float32)
-        logprobs[policy] = np.fromiter(
+        logprobs[_on_spans(np.ones(len(ids), bool), False, segments)] = np.fromiter(
             # `_check_turns` found log-probs on every turn (`with_logprobs`)
             chain.from_iterable(cast(list[float], turn.response_logprobs) for turn in turn_list),
             np.float32,
-            count=len(policy),
+            count=int(span_lengths.sum()),
         )
-    prompt_length = np.array([row.prompt_length for row in rows], dtype=np.int64)
+    prompt_length = prompt_lengths[first_of_row]
     group_ids = training_group_ids(episodes)
     group_id = np.empty(n_rows, dtype=object)
     group_id[:] = [group_ids[row.episode] for row in rows]
@@ -899,8 +918,8 @@ def _pack(
             ]
     return PackedRows(
         episode_index=np.array([row.episode for row in rows], dtype=np.int64),
-        first_turn=np.array([row.first_turn for row in rows], dtype=np.int64),
-        num_turns=np.array([len(row.turns) for row in rows], dtype=np.int64),
+        first_turn=first_turn,
+        num_turns=num_turns,
         group_id=group_id,
         prompt_length=prompt_length,
         response_length=lengths - prompt_length,
@@ -920,6 +939,14 @@ def _pack(
         rollout_logprobs=logprobs,
         cu_seqlens=cu_seqlens,
     )
+
+
+def _on_spans(values: np.ndarray, elsewhere: Any, segments: np.ndarray) -> np.ndarray:
+    """``[N]``: ``values[k]`` on every token of span ``k``, `elsewhere` on the other tokens
+    (`segments`: the lengths of the runs outside and inside spans, alternately, ``[2K + 1]``)."""
+    runs = np.full(len(segments), elsewhere, dtype=values.dtype)
+    runs[1::2] = values
+    return np.repeat(runs, segments)
 
 
 def _per_row_turns(rows: list[_Row], per_turn: list[list[str]]) -> np.ndarray:
@@ -1014,7 +1041,7 @@ def zero_padded_positions(attention_mask: ArrayLike) -> NDArray[np.int64]:
     Args:
         attention_mask: ``[B, L]`` 0/1 (right padding: each row's ones are a prefix).
     """
-    mask = np.asarray(attention_mask).astype(bool)
+    mask = np.asarray(attention_mask) != 0
     if mask.ndim != 2:
         raise ValueError(f"attention_mask must be [B, L]; got shape {mask.shape}")
-    return np.where(mask, np.arange(mask.shape[1]), 0).astype(np.int64)
+    return np.arange(mask.shape[1], dtype=np.int64) * mask
