@@ -5,6 +5,8 @@ only in *where* sub-envs live and run (calling thread, worker threads, worker pr
 Ray actors); the semantics below are the same for all of them and follow Gymnasium 1.x
 exactly. Autoreset is decided and carried out in one place, `VectorEnv.step`; a backend
 only runs the steps and resets it is handed (`SubEnv.step`), wherever its sub-envs live.
+In ``SAME_STEP`` it is handed each step with "then reset it if the episode ended"
+(`VectorEnv._run_steps_and_resets`), so that a worker process answers both in one round trip.
 
 Autoreset (`AutoresetMode`, published in ``metadata["autoreset_mode"]``):
 
@@ -276,6 +278,30 @@ class VectorEnv:
         order. A failure or an overrun ``step_timeout`` is a truncated result, never raised."""
         raise NotImplementedError
 
+    def _run_steps_and_resets(
+        self, tasks: list[StepTask]
+    ) -> tuple[list[StepResult], dict[int, StepResult]]:
+        """SAME_STEP: run the step tasks as `_run_steps` does, then reset (``action`` `None`)
+        every sub-env whose step ended its episode. Returns the step results and the reset
+        results by task position. Backends whose sub-envs live elsewhere do both in one
+        round trip (`xpgym.core.vector.hosted`)."""
+        return self._reset_ended(tasks, self._run_steps(tasks), {})
+
+    def _reset_ended(
+        self, tasks: list[StepTask], results: list[StepResult], resets: dict[int, StepResult]
+    ) -> tuple[list[StepResult], dict[int, StepResult]]:
+        """Add to `resets` the reset of each sub-env whose step (not a reset in place of one)
+        ended its episode and that `resets` has no reset for; return `(results, resets)`."""
+        ended = [
+            j
+            for j, ((_, action), result) in enumerate(zip(tasks, results, strict=True))
+            if action is not None and (result[2] or result[3]) and j not in resets
+        ]
+        if ended:
+            reset_results = self._run_steps([(tasks[j][0], None) for j in ended])
+            resets.update(zip(ended, reset_results, strict=True))
+        return results, resets
+
     def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
         """Run `SubEnv.<method>(*args)` on each sub-env; raise `SubEnvError` on failure."""
         raise NotImplementedError
@@ -346,34 +372,31 @@ class VectorEnv:
             (i, None if i in finished else action)  # None: reset instead of step
             for i, action in zip(indices, action_list, strict=True)
         ]
-        results = self._run_steps(tasks)
-        ended: list[int] = []  # positions in `tasks` of the steps that ended an episode
-        for j, ((i, action), result) in enumerate(zip(tasks, results, strict=True)):
-            observations[i] = result[0]
-            if result[2] or result[3]:  # terminated or truncated
-                finished.add(i)
-                if action is not None:
-                    ended.append(j)
-            elif action is None:  # reset in place of a step: its episode runs again
-                finished.discard(i)
-
         # SAME_STEP: a sub-env whose episode this step ended is reset now. The step returns
         # the reset observation, the ending step's reward and flags, and the reset info plus
         # ``final_obs`` and ``final_info`` (the ending step's observation and info).
         if mode is AutoresetMode.SAME_STEP:
-            resets = self._run_steps([(indices[j], None) for j in ended])
-            for j, reset in zip(ended, resets, strict=True):
-                reset_obs, _, _, reset_failed, reset_info = reset
-                if reset_failed:  # report the failed reset; the next step resets again
-                    results[j] = reset
-                    continue
-                obs, reward, terminated, truncated, info = results[j]
-                same_step_info = {**reset_info, "final_obs": obs, "final_info": info}
-                if "error" in info:  # a failed step stays as visible as in the other modes
-                    same_step_info["error"] = info["error"]
-                results[j] = (reset_obs, reward, terminated, truncated, same_step_info)
-                observations[indices[j]] = reset_obs
-                finished.discard(indices[j])
+            results, resets = self._run_steps_and_resets(tasks)
+        else:
+            results, resets = self._run_steps(tasks), {}
+        for (i, action), result in zip(tasks, results, strict=True):
+            observations[i] = result[0]
+            if result[2] or result[3]:  # terminated or truncated
+                finished.add(i)
+            elif action is None:  # reset in place of a step: its episode runs again
+                finished.discard(i)
+        for j, reset in resets.items():
+            reset_obs, _, _, reset_failed, reset_info = reset
+            if reset_failed:  # report the failed reset; the next step resets again
+                results[j] = reset
+                continue
+            obs, reward, terminated, truncated, info = results[j]
+            same_step_info = {**reset_info, "final_obs": obs, "final_info": info}
+            if "error" in info:  # a failed step stays as visible as in the other modes
+                same_step_info["error"] = info["error"]
+            results[j] = (reset_obs, reward, terminated, truncated, same_step_info)
+            observations[indices[j]] = reset_obs
+            finished.discard(indices[j])
 
         if not results:  # an empty mapping steps nothing
             return [], np.zeros(0, np.float64), np.zeros(0, np.bool_), np.zeros(0, np.bool_), []
