@@ -5,6 +5,8 @@ only in *where* sub-envs live and run (calling thread, worker threads, worker pr
 Ray actors); the semantics below are the same for all of them and follow Gymnasium 1.x
 exactly. Autoreset is decided and carried out in one place, `VectorEnv.step`; a backend
 only runs the steps and resets it is handed (`SubEnv.step`), wherever its sub-envs live.
+In ``SAME_STEP`` it is handed each step with "then reset it if the episode ended"
+(`VectorEnv._run_steps_and_resets`), so that a worker process answers both in one round trip.
 
 Autoreset (`AutoresetMode`, published in ``metadata["autoreset_mode"]``):
 
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -166,11 +169,11 @@ class SubEnv:
                 return obs, 0.0, False, False, info
             if self.env is None:
                 raise RuntimeError("the env was discarded after a failure and needs a reset")
-            obs, reward, terminated, truncated, info = self.env.step(action)
+            result = self.env.step(action)  # `Env.step` checked it is a 5-tuple
         except Exception as exc:  # isolation: one broken sub-env must not stop the batch
             return self.failed(exc)
-        self.last_obs = obs
-        return obs, reward, terminated, truncated, info
+        self.last_obs = result[0]
+        return result
 
     def failed(self, exc: BaseException) -> StepResult:
         """Discard the env after `exc`; return the truncated result that reports it."""
@@ -259,8 +262,9 @@ class VectorEnv:
         self._observations: list[Any] = [None] * self.num_envs
         # Sub-envs whose last step ended their episode: the next step resets them
         # (NEXT_STEP, and SAME_STEP after a failed reset) or refuses them (DISABLED).
-        self._autoreset_envs = np.zeros(self.num_envs, dtype=np.bool_)
-        self._has_reset = np.zeros(self.num_envs, dtype=np.bool_)
+        # Sets, not arrays: `step` tests membership per sub-env, and both are usually empty.
+        self._autoreset_envs: set[int] = set()
+        self._never_reset: set[int] = set(range(self.num_envs))
 
     # -- backend hooks -------------------------------------------------------------------
     def _run_resets(
@@ -273,6 +277,30 @@ class VectorEnv:
         """Run `SubEnv.step(action)` for each `(index, action)` task; one result per task, in
         order. A failure or an overrun ``step_timeout`` is a truncated result, never raised."""
         raise NotImplementedError
+
+    def _run_steps_and_resets(
+        self, tasks: list[StepTask]
+    ) -> tuple[list[StepResult], dict[int, StepResult]]:
+        """SAME_STEP: run the step tasks as `_run_steps` does, then reset (``action`` `None`)
+        every sub-env whose step ended its episode. Returns the step results and the reset
+        results by task position. Backends whose sub-envs live elsewhere do both in one
+        round trip (`xpgym.core.vector.hosted`)."""
+        return self._reset_ended(tasks, self._run_steps(tasks), {})
+
+    def _reset_ended(
+        self, tasks: list[StepTask], results: list[StepResult], resets: dict[int, StepResult]
+    ) -> tuple[list[StepResult], dict[int, StepResult]]:
+        """Add to `resets` the reset of each sub-env whose step (not a reset in place of one)
+        ended its episode and that `resets` has no reset for; return `(results, resets)`."""
+        ended = [
+            j
+            for j, ((_, action), result) in enumerate(zip(tasks, results, strict=True))
+            if action is not None and (result[2] or result[3]) and j not in resets
+        ]
+        if ended:
+            reset_results = self._run_steps([(tasks[j][0], None) for j in ended])
+            resets.update(zip(ended, reset_results, strict=True))
+        return results, resets
 
     def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
         """Run `SubEnv.<method>(*args)` on each sub-env; raise `SubEnvError` on failure."""
@@ -312,8 +340,8 @@ class VectorEnv:
         for i, (obs, info) in zip(indices, results, strict=True):
             self._observations[i] = obs
             infos[i] = info
-        self._autoreset_envs[mask] = False
-        self._has_reset[mask] = True
+        self._autoreset_envs.difference_update(indices)
+        self._never_reset.difference_update(indices)
         return list(self._observations), infos
 
     def step(self, actions: Sequence[str] | Mapping[int, str]) -> StepBatch:
@@ -328,53 +356,58 @@ class VectorEnv:
         self._check_open()
         indices, action_list = self._index_actions(actions)
         mode = self.autoreset_mode
+        finished = self._autoreset_envs
+        observations = self._observations
 
         # Autoreset, for every backend. A sub-env whose last step ended its episode is
         # reset in place of this step (NEXT_STEP), or may not be stepped (DISABLED).
-        finished = [i for i in indices if self._autoreset_envs[i]]
         if finished and mode is AutoresetMode.DISABLED:
-            raise ValueError(
-                f"sub-envs {finished} finished their episode and autoreset is disabled; "
-                "call reset(options={'reset_mask': mask}) first"
-            )
+            refused = [i for i in indices if i in finished]
+            if refused:
+                raise ValueError(
+                    f"sub-envs {refused} finished their episode and autoreset is disabled; "
+                    "call reset(options={'reset_mask': mask}) first"
+                )
         tasks: list[StepTask] = [
-            (i, None if self._autoreset_envs[i] else action)  # None: reset instead of step
+            (i, None if i in finished else action)  # None: reset instead of step
             for i, action in zip(indices, action_list, strict=True)
         ]
-        results = self._run_steps(tasks)
-        for (i, _), (obs, _, terminated, truncated, _) in zip(tasks, results, strict=True):
-            self._observations[i] = obs
-            self._autoreset_envs[i] = terminated or truncated
-
         # SAME_STEP: a sub-env whose episode this step ended is reset now. The step returns
         # the reset observation, the ending step's reward and flags, and the reset info plus
         # ``final_obs`` and ``final_info`` (the ending step's observation and info).
         if mode is AutoresetMode.SAME_STEP:
-            ended = [
-                j
-                for j, (i, action) in enumerate(tasks)
-                if action is not None and self._autoreset_envs[i]
-            ]
-            resets = self._run_steps([(indices[j], None) for j in ended])
-            for j, reset in zip(ended, resets, strict=True):
-                reset_obs, _, _, reset_failed, reset_info = reset
-                if reset_failed:  # report the failed reset; the next step resets again
-                    results[j] = reset
-                    continue
-                obs, reward, terminated, truncated, info = results[j]
-                same_step_info = {**reset_info, "final_obs": obs, "final_info": info}
-                if "error" in info:  # a failed step stays as visible as in the other modes
-                    same_step_info["error"] = info["error"]
-                results[j] = (reset_obs, reward, terminated, truncated, same_step_info)
-                self._observations[indices[j]] = reset_obs
-                self._autoreset_envs[indices[j]] = False
+            results, resets = self._run_steps_and_resets(tasks)
+        else:
+            results, resets = self._run_steps(tasks), {}
+        for (i, action), result in zip(tasks, results, strict=True):
+            observations[i] = result[0]
+            if result[2] or result[3]:  # terminated or truncated
+                finished.add(i)
+            elif action is None:  # reset in place of a step: its episode runs again
+                finished.discard(i)
+        for j, reset in resets.items():
+            reset_obs, _, _, reset_failed, reset_info = reset
+            if reset_failed:  # report the failed reset; the next step resets again
+                results[j] = reset
+                continue
+            obs, reward, terminated, truncated, info = results[j]
+            same_step_info = {**reset_info, "final_obs": obs, "final_info": info}
+            if "error" in info:  # a failed step stays as visible as in the other modes
+                same_step_info["error"] = info["error"]
+            results[j] = (reset_obs, reward, terminated, truncated, same_step_info)
+            observations[indices[j]] = reset_obs
+            finished.discard(indices[j])
 
-        observations = [result[0] for result in results]
-        rewards = np.array([result[1] for result in results], dtype=np.float64)
-        terminations = np.array([result[2] for result in results], dtype=np.bool_)
-        truncations = np.array([result[3] for result in results], dtype=np.bool_)
-        infos = [result[4] for result in results]
-        return observations, rewards, terminations, truncations, infos
+        if not results:  # an empty mapping steps nothing
+            return [], np.zeros(0, np.float64), np.zeros(0, np.bool_), np.zeros(0, np.bool_), []
+        obs, rewards, terminations, truncations, infos = zip(*results, strict=True)
+        return (
+            list(obs),
+            np.array(rewards, dtype=np.float64),
+            np.array(terminations, dtype=np.bool_),
+            np.array(truncations, dtype=np.bool_),
+            list(infos),
+        )
 
     def call(self, name: str, *args: Any, **kwargs: Any) -> tuple[Any, ...]:
         """Call method `name` on every sub-env (or read it, if not callable); one result each.
@@ -406,8 +439,8 @@ class VectorEnv:
         self._check_open()
         for i in self._check_indices(states):
             self._run_calls([i], "call", "set_state", (states[i],), {})
-            self._autoreset_envs[i] = False
-            self._has_reset[i] = True
+            self._autoreset_envs.discard(i)
+            self._never_reset.discard(i)
             if observations is not None and i in observations:
                 self._observations[i] = observations[i]
 
@@ -501,13 +534,16 @@ class VectorEnv:
                     f"got {actions!r:.80}"
                 )
             indices, action_list = list(range(self.num_envs)), list(actions)
-        not_str = [i for i, a in zip(indices, action_list, strict=True) if not isinstance(a, str)]
-        if not_str:
+        if not all(map(isinstance, action_list, itertools.repeat(str))):
+            not_str = [
+                i for i, a in zip(indices, action_list, strict=True) if not isinstance(a, str)
+            ]
             raise TypeError(
                 f"actions are the model's text (str); sub-envs {not_str} got "
                 f"{[type(action_list[indices.index(i)]).__name__ for i in not_str]}"
             )
-        not_reset = [i for i in indices if not self._has_reset[i]]
-        if not_reset:
-            raise RuntimeError(f"sub-envs {not_reset} were never reset; call reset() first")
+        if self._never_reset:
+            not_reset = [i for i in indices if i in self._never_reset]
+            if not_reset:
+                raise RuntimeError(f"sub-envs {not_reset} were never reset; call reset() first")
         return indices, action_list

@@ -62,10 +62,13 @@ class SubEnvHost:
     """Hosts the sub-envs ``env_fns`` (index -> factory) and runs batches of tasks on them.
 
     Tasks: ``step``: ``(index, action)`` (action `None`: reset in place of a step, see
-    `SubEnv.step`); ``reset``: ``(index, seed, options)``; ``call`` / ``get_attr`` /
-    ``set_attr``: ``(index, args)``. With `build` false the sub-envs are built at their
-    first reset (a replacement host). `threads`: how many of its tasks may run at once (see
-    the module docstring); at least 1.
+    `SubEnv.step`); ``step_reset``: ``(index, action)``, the step and then, if it (not a
+    reset in place of one) ended the episode, a reset, answered with ``(step result, reset
+    result or None)`` (SAME_STEP without a `step_timeout`: the parent sends it only then);
+    ``reset``: ``(index, seed, options)``; ``call`` / ``get_attr`` / ``set_attr``:
+    ``(index, args)``. With `build` false the sub-envs are built at their first reset (a
+    replacement host). `threads`: how many of its tasks may run at once (see the module
+    docstring); at least 1.
     """
 
     def __init__(
@@ -122,6 +125,11 @@ class SubEnvHost:
         """Run one task; raises what the sub-env raised (but a step never raises)."""
         if command == "step":
             return self._step(*task)
+        if command == "step_reset":
+            i, action = task
+            result = self._step(i, action)
+            ended = action is not None and (result[2] or result[3])
+            return result, self._step(i, None) if ended else None
         if command == "reset":
             i, seed, options = task
             return self._timed(functools.partial(self.subenvs[i].reset, seed, options))
@@ -209,7 +217,7 @@ class HostedVectorEnv(VectorEnv):
     @staticmethod
     def _host_payload(command: str, task: tuple) -> tuple:
         """A task as `SubEnvHost.run` takes it."""
-        return task if command in ("step", "reset") else (task[0], task[1:])
+        return task if command in ("step", "step_reset", "reset") else (task[0], task[1:])
 
     def _overdue(self, deadline_s: float) -> Reply:
         """The reply `_dispatch` gives for a task whose host missed its deadline."""
@@ -229,13 +237,38 @@ class HostedVectorEnv(VectorEnv):
         return results
 
     def _run_steps(self, tasks: list[StepTask]) -> list[StepResult]:
+        return [value for _, value in self._step_on_hosts("step", tasks)]
+
+    def _run_steps_and_resets(
+        self, tasks: list[StepTask]
+    ) -> tuple[list[StepResult], dict[int, StepResult]]:
+        # One round trip: each host resets the sub-envs whose step ended right after the
+        # step. With a `step_timeout` the step and the reset keep a deadline each, so they
+        # stay two round trips (the base class's way).
+        if self.step_timeout is not None:
+            return super()._run_steps_and_resets(tasks)
+        results: list[StepResult] = []
+        resets: dict[int, StepResult] = {}
+        for j, (answered, value) in enumerate(self._step_on_hosts("step_reset", tasks)):
+            result, reset = value if answered else (value, None)
+            results.append(result)
+            if reset is not None:
+                resets[j] = reset
+        # A step whose host failed was reported without a reset: reset it now.
+        return self._reset_ended(tasks, results, resets)
+
+    def _step_on_hosts(self, command: str, tasks: list[StepTask]) -> list[tuple[bool, Any]]:
+        """Run `command` (``step`` or ``step_reset``) for each task on its host. One item per
+        task: ``(True, the host's answer)``, or ``(False, truncated step result)`` for a task
+        whose host failed, or that was not run because its host had been replaced (see the
+        module docstring)."""
         # A sub-env whose host was replaced lost its episode: report that as a truncation
         # instead of stepping a fresh env that was never reset (a reset runs as usual).
         lost = {i for i, action in tasks if i in self._lost and action is not None}
         self._lost.difference_update(i for i, _ in tasks)
         live = [task for task in tasks if task[0] not in lost]
-        replies = dict(zip((t[0] for t in live), self._dispatch("step", live), strict=True))
-        results = []
+        replies = dict(zip((t[0] for t in live), self._dispatch(command, live), strict=True))
+        outcomes: list[tuple[bool, Any]] = []
         for i, _ in tasks:
             reply = replies.get(i)
             if reply is None or reply[0] != "ok":
@@ -243,10 +276,10 @@ class HostedVectorEnv(VectorEnv):
                     TimeoutError if reply is not None and reply[0] == "overdue" else RuntimeError
                 )
                 info = error_info(failed(f"sub-env {i}: {self._failure(reply)}"))
-                results.append((self._observations[i], 0.0, False, True, info))
+                outcomes.append((False, (self._observations[i], 0.0, False, True, info)))
             else:
-                results.append(reply[1])
-        return results
+                outcomes.append((True, reply[1]))
+        return outcomes
 
     def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
         replies = self._dispatch(method, [(i, *args) for i in indices])

@@ -220,11 +220,11 @@ class WorkSharingPool:
             now = clock()
             if now - last > threshold:
                 self._blocks[kind] = True
-            if now - last > threshold and index + 1 < n:
-                start = index + 1
-                rest = functools.partial(_offset_call, fn, start)
-                results[start:] = self._run_shared(rest, n - start, None, kind)
-                break
+                if index + 1 < n:
+                    start = index + 1
+                    rest = functools.partial(_offset_call, fn, start)
+                    results[start:] = self._run_shared(rest, n - start, None, kind)
+                    break
             last = now
         return results
 

@@ -52,7 +52,8 @@ class SyncVectorEnv(VectorEnv):
         return results
 
     def _run_steps(self, tasks: list[StepTask]) -> list[StepResult]:
-        return [self._subenvs[i].step(action) for i, action in tasks]
+        subenvs = self._subenvs
+        return [subenvs[i].step(action) for i, action in tasks]
 
     def _run_calls(self, indices: list[int], method: str, *args: Any) -> list[Any]:
         results = []

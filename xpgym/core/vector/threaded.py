@@ -17,6 +17,7 @@ may hang: a process can be killed.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -114,6 +115,8 @@ class ThreadVectorEnv(VectorEnv):
         results = self._pool.run(
             lambda j: subenvs[tasks[j][0]].step(tasks[j][1]), len(tasks), self.step_timeout, "step"
         )
+        if all(map(isinstance, results, itertools.repeat(tuple))):  # each one a step's result
+            return results
         for j, (i, _) in enumerate(tasks):
             if isinstance(results[j], Failed):  # only a BaseException escapes SubEnv.step
                 raise results[j].exc
