@@ -355,9 +355,10 @@ def warm_start(
 
 def freeze_what_was_built() -> None:
     """Move every object alive now (torch, transformers, the model, the envs: about 370k)
-    out of the garbage collector's reach until exit. They live for the whole run, yet a full
-    collection walked all of them every few rollouts (160 ms, a tenth of the rollouts' time;
-    docs/benchmarks.md). Numbers do not change: only when garbage is looked for."""
+    out of the garbage collector's reach until exit. They live for the whole run, yet each
+    full collection walks all of them (in one profile: once in four rollouts, 160 ms, a
+    tenth of their time; docs/benchmarks.md). Numbers do not change: only when garbage is
+    looked for."""
     gc.collect()
     gc.freeze()
     atexit.register(gc.unfreeze)  # exit collects them as usual
