@@ -114,6 +114,13 @@ def derive_seeds(seed: int, num_envs: int) -> list[int]:
     return [int(w >> np.uint64(1)) for w in words]
 
 
+def step_ended_episode(action: str | None, result: StepResult) -> bool:
+    """Whether a step task's `result` ended its episode, so that ``SAME_STEP`` resets the
+    sub-env now: a real step (`action` not `None`, not a reset in place of one) that
+    terminated or truncated."""
+    return action is not None and bool(result[2] or result[3])
+
+
 def error_info(exc: BaseException) -> dict[str, Any]:
     """The info of a step that failed with `exc`: ``{"error": "<Type>: <message>", ...}``,
     with the infrastructure-failure marker (`xpgym.core.errors.step_failure_info`)."""
@@ -295,7 +302,7 @@ class VectorEnv:
         ended = [
             j
             for j, ((_, action), result) in enumerate(zip(tasks, results, strict=True))
-            if action is not None and (result[2] or result[3]) and j not in resets
+            if step_ended_episode(action, result) and j not in resets
         ]
         if ended:
             reset_results = self._run_steps([(tasks[j][0], None) for j in ended])

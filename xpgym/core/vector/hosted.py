@@ -40,6 +40,7 @@ from xpgym.core.vector.base import (
     SubEnvError,
     VectorEnv,
     error_info,
+    step_ended_episode,
 )
 from xpgym.core.vector.pool import TIMED_OUT, Failed, WorkSharingPool
 
@@ -128,8 +129,7 @@ class SubEnvHost:
         if command == "step_reset":
             i, action = task
             result = self._step(i, action)
-            ended = action is not None and (result[2] or result[3])
-            return result, self._step(i, None) if ended else None
+            return result, self._step(i, None) if step_ended_episode(action, result) else None
         if command == "reset":
             i, seed, options = task
             return self._timed(functools.partial(self.subenvs[i].reset, seed, options))
