@@ -166,10 +166,33 @@ def test_turn_normalises_ids_flags_and_reward() -> None:
 
 
 @pytest.mark.parametrize(
+    "ids",
+    [
+        [5, 2**40, 0],
+        [np.int64(5), 2**40, np.uint8(0)],
+        [True, 2**40, 0],  # a bool is the integer it stands for, as with operator.index
+        [5, 2**70, 0],  # past 64 bits: the slow path takes it
+    ],
+)
+def test_turn_ids_become_a_new_list_of_plain_ints(ids: list[Any]) -> None:
+    first = int(ids[0])
+    turn = Turn("x", "y", 0.0, prompt_ids=ids, response_ids=ids)
+    for out in (turn.prompt_ids, turn.response_ids):
+        assert out == [int(x) for x in ids]
+        assert {type(x) for x in out} == {int}
+        assert out is not ids
+    ids[0] = 7  # the caller's list is the caller's
+    assert turn.prompt_ids is not None
+    assert turn.prompt_ids[0] == first
+
+
+@pytest.mark.parametrize(
     ("kwargs", "error"),
     [
         ({"prompt_ids": [1, -1]}, ValueError),
         ({"prompt_ids": [1.5]}, TypeError),
+        ({"prompt_ids": [1, np.float64(2.0)]}, TypeError),
+        ({"prompt_ids": [1, -(2**70)]}, ValueError),
         ({"response_ids": "abc"}, TypeError),
         ({"response_ids": [1, 2], "response_logprobs": [0.0]}, ValueError),
         ({"terminated": "yes"}, TypeError),

@@ -134,6 +134,20 @@ def test_hf_generation_stops_at_a_stop_token_and_keeps_it_in_the_ids(model, toke
     assert generation.text == tokenizer.decode(free.token_ids[:first])
 
 
+def test_hf_texts_are_the_decoded_replies_while_the_policy_remembers_and_forgets(model, tokenizer):
+    policy = hf(model, tokenizer, temperature=1.0)
+    policy.DECODED_TEXTS = 3  # remembers 3 replies: most calls below forget some
+    seen = set()
+    for _ in range(6):
+        for generation in policy.generate(["hello", "hello", [257, 10, 97], "bye"]):
+            ids = generation.token_ids
+            text_ids = ids[:-1] if generation.finish_reason == "stop" else ids
+            assert generation.text == tokenizer.decode(text_ids, skip_special_tokens=True)
+            seen.add(tuple(text_ids))
+        assert len(policy._texts) == min(len(seen), 3)
+    assert len(seen) > 3  # the memo was full and forgot replies on the way
+
+
 def test_hf_left_padded_batch_matches_one_prompt_at_a_time(model, tokenizer):
     prompts = ["a", "a much longer prompt than the first", MESSAGES]
     policy = hf(model, tokenizer, greedy=True)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import math
 import operator
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -408,10 +409,13 @@ def _as_ids(name: str, ids: Any) -> list[int] | None:
         return None
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"Turn.{name} must be a sequence of token ids, got {ids!r:.60}")
-    out = _tolist(ids)  # a new list
+    out = _tolist(ids)
+    try:  # one pass at C speed: integers (or __index__) in [0, 2**64), as new plain ints
+        return array("Q", out).tolist()
+    except (TypeError, OverflowError):
+        pass  # the slow path says which rule failed (and takes ids of 2**64 and more)
     try:
-        if not set(map(type, out)) <= {int}:  # plain ints pass at C speed
-            out = list(map(operator.index, out))
+        out = list(map(operator.index, out))
     except TypeError as err:
         raise TypeError(f"Turn.{name} must hold integer token ids: {err}") from None
     if out and min(out) < 0:

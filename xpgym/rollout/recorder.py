@@ -261,8 +261,8 @@ class EpisodeRecorder:
         self._end(truncated_reason="context")
 
     def _collect_metrics(self, metrics: Any) -> None:
-        if not isinstance(metrics, Mapping) or not metrics:
-            return
+        if metrics is None or not isinstance(metrics, Mapping) or not metrics:
+            return  # (None first: most turns have no metrics, and a Mapping check costs)
         collected = self.episode.info.setdefault("metrics", {})
         for key, value in metrics.items():
             if isinstance(value, numbers.Real):

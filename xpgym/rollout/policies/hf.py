@@ -10,7 +10,9 @@ What a call does, for prompts ``p_0 .. p_{B-1}`` (at most `batch_size` at a time
    and generated together with ``output_scores=True, return_dict_in_generate=True``;
 3. row ``b``'s response is its new tokens up to and including the first stop token;
    ``finish_reason`` is ``"stop"`` if a stop token was generated, else ``"length"``
-   (``max_new_tokens`` reached);
+   (``max_new_tokens`` reached); its text is ``tokenizer.decode`` of those tokens without
+   the stop token (the policy remembers the texts of its last `HFPolicy.DECODED_TEXTS`
+   distinct replies: RL replies repeat, and decoding costs more than a look-up);
 4. ``logprobs[t] = log_softmax(scores[t])[token_t]``, where ``scores`` are the logits after
    every logits processor ``generate`` applied before drawing the token.
 
@@ -126,6 +128,8 @@ class HFPolicy:
         ValueError: no stop token or pad token can be determined, or a bad budget.
     """
 
+    DECODED_TEXTS = 4096  # distinct replies whose text the policy remembers
+
     def __init__(
         self,
         model: Any,
@@ -187,6 +191,7 @@ class HFPolicy:
         self.max_prompt_tokens = max_prompt_tokens
         self._calls = 0
         self._lock = threading.Lock()
+        self._texts: dict[tuple[int, ...], str] = {}  # reply tokens -> text, oldest first
         self._decoder: CachedDecoder | None = None
         if kv_cache:
             blocking = _uncached_reasons(model, self.generation_kwargs)
@@ -329,15 +334,25 @@ class HFPolicy:
         finish: FinishReason = "stop" if end is not None else "length"
         end = end if end is not None else len(tokens)
         tokens, logprobs = tokens[:end], logprobs[:end]
-        text_tokens = tokens[:-1] if finish == "stop" else tokens
-        text = self.tokenizer.decode(text_tokens, skip_special_tokens=self.skip_special_tokens)
         return Generation(
-            text=text,
+            text=self._text(tokens[:-1] if finish == "stop" else tokens),
             finish_reason=finish,
             token_ids=tokens,
             logprobs=logprobs,
             prompt_ids=prompt,
         )
+
+    def _text(self, tokens: list[int]) -> str:
+        """``tokenizer.decode(tokens)``, remembered for the last `DECODED_TEXTS` distinct
+        `tokens` (called with the lock held)."""
+        key = tuple(tokens)
+        text = self._texts.get(key)
+        if text is None:
+            text = self.tokenizer.decode(tokens, skip_special_tokens=self.skip_special_tokens)
+            self._texts[key] = text
+            if len(self._texts) > self.DECODED_TEXTS:
+                del self._texts[next(iter(self._texts))]
+        return text
 
     def __repr__(self) -> str:
         mode = "greedy" if self.greedy else f"T={self.temperature}, top_p={self.top_p}"
