@@ -186,6 +186,14 @@ def test_turn_ids_become_a_new_list_of_plain_ints(ids: list[Any]) -> None:
     assert turn.prompt_ids[0] == first
 
 
+def test_turn_logprobs_become_a_new_list_of_floats() -> None:
+    for logprobs in ([-0.5, -1.0], (-0.5, -1.0), np.array([-0.5, -1.0]), [-0.5, np.float32(-1)]):
+        turn = Turn("x", "y", 0.0, response_ids=[1, 2], response_logprobs=logprobs)
+        assert turn.response_logprobs == [-0.5, -1.0]
+        assert {type(x) for x in turn.response_logprobs} == {float}
+        assert turn.response_logprobs is not logprobs
+
+
 @pytest.mark.parametrize(
     ("kwargs", "error"),
     [

@@ -109,9 +109,9 @@ class Turn:
         self.prompt_ids = _as_ids("prompt_ids", self.prompt_ids)
         self.response_ids = _as_ids("response_ids", self.response_ids)
         if self.response_logprobs is not None:
-            values = _tolist(self.response_logprobs)
+            values = _tolist(self.response_logprobs)  # a new list
             plain = set(map(type, values)) <= {float}
-            self.response_logprobs = list(values) if plain else [float(x) for x in values]
+            self.response_logprobs = values if plain else [float(x) for x in values]
         if (
             self.response_logprobs is not None
             and self.response_ids is not None
@@ -400,7 +400,10 @@ def load_episodes(path: str | Path) -> list[Episode]:
 
 
 def _tolist(values: Any) -> list[Any]:
-    tolist = getattr(values, "tolist", None)  # numpy arrays, torch tensors
+    """A new list of `values`' items (numpy arrays and torch tensors give Python numbers)."""
+    if type(values) is list:  # the common case, without a failing attribute look-up
+        return values.copy()
+    tolist = getattr(values, "tolist", None)
     return tolist() if callable(tolist) else list(values)
 
 
@@ -409,7 +412,7 @@ def _as_ids(name: str, ids: Any) -> list[int] | None:
         return None
     if isinstance(ids, (str, bytes)):
         raise TypeError(f"Turn.{name} must be a sequence of token ids, got {ids!r:.60}")
-    out = _tolist(ids)
+    out = ids if type(ids) is list else _tolist(ids)  # array(...).tolist() is a new list
     try:  # one pass at C speed: integers (or __index__) in [0, 2**64), as new plain ints
         return array("Q", out).tolist()
     except (TypeError, OverflowError):
