@@ -71,8 +71,8 @@ def test_summarize_ratios_and_targets(bench: ModuleType) -> None:
     assert met == {
         "`import xpgym` <= 150 ms": True,
         "sync >= 80% of single-env rate": True,  # 250k / 300k = 0.83
-        "async not slower than sync (pure-Python env)": False,  # 0.96
-        "async >= 2x GEM's async": True,
+        "thread not slower than sync (pure-Python env)": False,  # 0.96
+        "thread >= 2x GEM's thread pool": True,
         "process faster than sync (CPU-heavy env)": True,
         "every row ahead of GEM (the closest row)": False,  # single env: 300k / 440k
     }
@@ -85,16 +85,16 @@ def test_summarize_without_gem(bench: ModuleType) -> None:
     for per_lib in results["measurements"].values():
         per_lib.pop("gem", None)
     targets = {t["name"]: t for t in bench.summarize(results)["targets"]}
-    assert targets["async >= 2x GEM's async"]["met"] is None
+    assert targets["thread >= 2x GEM's thread pool"]["met"] is None
     assert targets["sync >= 80% of single-env rate"]["met"] is True
 
 
 def test_format_table(bench: ModuleType) -> None:
     table = bench.format_table(bench.summarize(fake_results(bench)))
-    assert "| GuessTheNumber-easy, 64 envs, async | env-steps/s |" in table
+    assert "| GuessTheNumber-easy, 64 envs, thread | env-steps/s |" in table
     assert "240,000 / **240,000** / 240,000" in table
     assert "4.21x (higher is better) | 4.21x |" in table
     assert "0.13x (lower is better) | 7.92x |" in table  # import: 125 vs 990 ms
-    assert "| async not slower than sync (pure-Python env) | 0.96x | >= 1.00x | **no** |" in table
+    assert "| thread not slower than sync (pure-Python env) | 0.96x | >= 1.00x | **no** |" in table
     assert "| `import xpgym` <= 150 ms | 125 ms | <= 150 ms | yes |" in table
     assert "n/a" in table  # GEM has no process backend

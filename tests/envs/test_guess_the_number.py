@@ -168,6 +168,9 @@ def test_only_the_last_boxed_integer_counts():
         ("\\boxed{\\frac{1}{2}}", (None, None)),
         ("7", (None, None)),
         ("\\boxed{7", (None, None)),
+        ("\\boxed{\u0663}", ("\u0663", None)),  # Arabic-Indic 3: a digit, not an ASCII one
+        ("\\boxed{\u00b2}", ("\u00b2", None)),  # superscript 2
+        ("\\boxed{\uff13}", ("\uff13", None)),  # fullwidth 3
     ],
 )
 def test_parse_guess_reads_the_last_boxed_signed_integer(text, expected):

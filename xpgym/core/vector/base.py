@@ -299,10 +299,10 @@ class VectorEnv:
     ) -> tuple[list[StepResult], dict[int, StepResult]]:
         """Add to `resets` the reset of each sub-env whose step (not a reset in place of one)
         ended its episode and that `resets` has no reset for; return `(results, resets)`."""
+        # Only a step that terminated or truncated can have ended its episode: usually few.
+        flagged = [j for j, result in enumerate(results) if result[2] or result[3]]
         ended = [
-            j
-            for j, ((_, action), result) in enumerate(zip(tasks, results, strict=True))
-            if step_ended_episode(action, result) and j not in resets
+            j for j in flagged if step_ended_episode(tasks[j][1], results[j]) and j not in resets
         ]
         if ended:
             reset_results = self._run_steps([(tasks[j][0], None) for j in ended])
@@ -375,10 +375,14 @@ class VectorEnv:
                     f"sub-envs {refused} finished their episode and autoreset is disabled; "
                     "call reset(options={'reset_mask': mask}) first"
                 )
-        tasks: list[StepTask] = [
-            (i, None if i in finished else action)  # None: reset instead of step
-            for i, action in zip(indices, action_list, strict=True)
-        ]
+        tasks: list[StepTask] = (
+            [
+                (i, None if i in finished else action)  # None: reset instead of step
+                for i, action in zip(indices, action_list, strict=True)
+            ]
+            if finished
+            else list(zip(indices, action_list, strict=True))
+        )
         # SAME_STEP: a sub-env whose episode this step ended is reset now. The step returns
         # the reset observation, the ending step's reward and flags, and the reset info plus
         # ``final_obs`` and ``final_info`` (the ending step's observation and info).

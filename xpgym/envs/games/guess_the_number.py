@@ -100,7 +100,8 @@ def parse_guess(action: str) -> tuple[str | None, int | None]:
     if not matches:
         return None, None
     boxed = matches[-1].strip()
-    if not _INTEGER.fullmatch(boxed):
+    # ASCII digits (the usual guess) are an integer without the regex.
+    if not (boxed.isascii() and boxed.isdigit()) and not _INTEGER.fullmatch(boxed):
         return boxed, None
     if len(boxed) <= _MAX_DIGITS:  # a checked ASCII integer: int() reads it as is
         return boxed, int(boxed)
@@ -124,6 +125,30 @@ def _instructions(lo: int, hi: int, max_turns: int) -> str:
         f"higher or lower. Put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}; "
         "only the last \\boxed{} in your reply counts."
     )
+
+
+@functools.lru_cache(maxsize=4096)
+def _state_key(low: int, high: int, turns_left: int) -> str:
+    """The state key: the range the feedback leaves for the target, and the turns left
+    (cached: a game has few of them)."""
+    return f"{low}-{high}/{turns_left}"
+
+
+def _turn_text(feedback: str, turn: int, max_turns: int, target: int) -> str:
+    """The observation after a turn that did not find the number:
+    ``"Turn t/T: <feedback> <turns left, or the answer after the last turn>"``."""
+    if turn >= max_turns:
+        return f"Turn {turn}/{max_turns}: {feedback} No turns left; the number was {target}."
+    return f"Turn {turn}/{max_turns}: {feedback} {_turns(max_turns - turn)} left."
+
+
+@functools.lru_cache(maxsize=4096)
+def _guess_feedback(guess: int, target: int, turn: int, max_turns: int) -> str:
+    """The observation after an in-range guess (cached: it depends on these numbers alone)."""
+    if guess == target:
+        return f"Turn {turn}/{max_turns}: {guess} is correct! You found the number."
+    direction = "higher" if target > guess else "lower"
+    return _turn_text(f"the number is {direction} than {guess}.", turn, max_turns, target)
 
 
 class GuessTheNumberEnv(PresetEnv[Settings]):
@@ -188,15 +213,15 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
         self.turn = 0
         lo, hi = self.min_number, self.max_number
         self.low, self.high = lo, hi
-        obs = _instructions(lo, hi, self.max_turns)
+        max_turns = self.max_turns
         info = {
             "difficulty": self.episode_difficulty,
             "min_number": lo,
             "max_number": hi,
-            "max_turns": self.max_turns,
-            STATE_KEY: self._state_key(),
+            "max_turns": max_turns,
+            STATE_KEY: _state_key(lo, hi, max_turns),
         }
-        return obs, info
+        return _instructions(lo, hi, max_turns), info
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         """Take one turn; see the module docstring for the rules and rewards."""
@@ -208,44 +233,35 @@ class GuessTheNumberEnv(PresetEnv[Settings]):
             invalid = True
             reward = FORMAT_ERROR_REWARD
             what = "no \\boxed{} found" if boxed is None else f"{boxed!r:.40} is not an integer"
-            feedback = f"{what}; put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}."
+            feedback = _turn_text(
+                f"{what}; put your guess in \\boxed{{}}, e.g. \\boxed{{{(lo + hi) // 2}}}.",
+                turn,
+                max_turns,
+                target,
+            )
         elif not lo <= guess <= hi:
             invalid = True
             reward = OUT_OF_RANGE_REWARD
-            feedback = f"{boxed:.40} is out of range; guess from {lo} to {hi}."
-        elif guess == target:
-            correct = True
-            reward = CORRECT_REWARD
-            feedback = f"{guess} is correct! You found the number."
-        else:
-            reward = WRONG_GUESS_REWARD
-            feedback = f"the number is {'higher' if target > guess else 'lower'} than {guess}."
-            if target > guess:
-                self.low = max(self.low, guess + 1)
-            else:
-                self.high = min(self.high, guess - 1)
-        # One string per turn: "Turn t/T: <feedback>[ <turns left or the answer>]".
-        truncated = not correct and turn >= max_turns
-        if truncated:
-            feedback = (
-                f"Turn {turn}/{max_turns}: {feedback} No turns left; the number was {target}."
+            feedback = _turn_text(
+                f"{boxed:.40} is out of range; guess from {lo} to {hi}.", turn, max_turns, target
             )
-        elif correct:
-            feedback = f"Turn {turn}/{max_turns}: {feedback}"
         else:
-            feedback = f"Turn {turn}/{max_turns}: {feedback} {_turns(max_turns - turn)} left."
+            correct = guess == target
+            reward = CORRECT_REWARD if correct else WRONG_GUESS_REWARD
+            if target > guess >= self.low:  # the feedback raises the lower bound
+                self.low = guess + 1
+            elif target < guess <= self.high:  # or lowers the upper one
+                self.high = guess - 1
+            feedback = _guess_feedback(guess, target, turn, max_turns)
+        truncated = not correct and turn >= max_turns
         info = {
             "correct": correct,
             "invalid_action": invalid,
             "parsed_action": boxed,
             "turn": turn,
-            STATE_KEY: self._state_key(),
+            STATE_KEY: _state_key(self.low, self.high, max_turns - turn),
         }
         return feedback, reward, correct, truncated, info
-
-    def _state_key(self) -> str:
-        """The range the feedback leaves for the target, and the turns left."""
-        return f"{self.low}-{self.high}/{self.max_turns - self.turn}"
 
     def sample_random_action(self) -> str:
         r"""``\boxed{k}`` with `k` uniform over this episode's range, drawn from `np_random`."""
