@@ -1223,7 +1223,7 @@ def on_last_policy_token(values: ArrayLike, response_mask: ArrayLike) -> NDArray
         ValueError: shapes disagree, or a row without a policy token has a non-zero value.
     """
     vals = np.asarray(values, dtype=np.float64)
-    mask = np.asarray(response_mask).astype(bool)
+    mask = np.asarray(response_mask).astype(bool, copy=False)  # read only
     if mask.ndim != 2 or vals.shape != (mask.shape[0],):
         raise ValueError(
             f"values must be [B] and response_mask [B, L]; got {vals.shape} and {mask.shape}"
