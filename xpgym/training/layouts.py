@@ -852,7 +852,7 @@ def row_lists(
     info = _row_info(rows, episodes, spans, step_ids=False)
     n_rows = len(rows)
     # Every output list is made before any is filled (`_new_lists`).
-    prompt_ids, response_ids, response_mask, token_rewards = (_new_lists(n_rows) for _ in "1234")
+    prompt_ids, response_ids, response_mask, token_rewards = (_new_lists(n_rows) for _ in range(4))
     logprobs = _new_lists(n_rows) if with_logprobs else None
     per_turn = None if values is None else _new_lists(n_rows)
     for row, prompt_row, response_row, n in zip(
@@ -866,15 +866,17 @@ def row_lists(
     bounds = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(info["response_length"], out=bounds[1:])
     n_tokens = int(bounds[-1])
-    starts = bounds[spans.row_of_turn] + spans.starts - spans.cu_seqlens[spans.row_of_turn]
-    starts -= spans.prompt_length[spans.row_of_turn]
+    # Each turn's first policy token there: its packed position less its row's prompt and
+    # the tokens of the rows before it.
+    row_offset = spans.cu_seqlens[:-1] + spans.prompt_length - bounds[:-1]
+    starts = spans.starts - row_offset[spans.row_of_turn]
     segments = _segments(starts, spans.span_lengths, n_tokens)
     learn = spans.learn_span
     _fill_lists(response_mask, _on_spans(learn.astype(np.int64), 0, segments), bounds)
     _fill_mostly_zero(token_rewards, _span_rewards(spans, starts, n_tokens), bounds)
     if logprobs is not None:
         _fill_lists(logprobs, _span_logprobs(spans, segments), bounds)
-    if per_turn is not None and values is not None:
+    if values is not None and per_turn is not None:  # both or neither
         episode_of_turn = info["episode_index"][spans.row_of_turn]
         turn_value = np.where(learn, values[episode_of_turn, spans.turn_ids], 0.0)
         _fill_lists(per_turn, _on_spans(turn_value, 0.0, segments), bounds)
