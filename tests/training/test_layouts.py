@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import fields
+from typing import Any, cast
 
 import numpy as np
 import pytest
-from adapter_cases import GROUPS, episodes
+from adapter_cases import GROUPS, episodes, with_failed_member
 from hypothesis import given
 from hypothesis import strategies as st
 
 from xpgym.core.trajectory import Episode, Turn
 from xpgym.training.layouts import (
+    LAYOUTS,
     PackedRows,
     PrefixMismatchError,
+    RowInfo,
+    RowLists,
     build_rows,
     episode_rows,
     on_last_policy_token,
+    row_lists,
     shift_to_predictions,
     turn_rows,
 )
@@ -640,3 +645,87 @@ def test_row_rewards_need_one_value_per_row() -> None:
     rows = turn_rows([LONG])
     with pytest.raises(ValueError, match=r"values must be \[B\] = \[2\]"):
         rows.with_row_rewards([1.0])
+
+
+# --------------------------------------------------------------------------------------
+# List form (row_lists)
+# --------------------------------------------------------------------------------------
+
+
+def assert_lists_are_the_packed_rows(
+    lists: RowLists, packed: PackedRows, values: np.ndarray | None
+) -> None:
+    """`lists` holds `packed`'s rows as Python ints and floats, bit for bit."""
+    for field in fields(RowInfo):
+        got, want = getattr(lists, field.name), getattr(packed, field.name)
+        if want is None or want.dtype == object:
+            assert got is None if want is None else got.tolist() == want.tolist(), field.name
+        else:
+            assert got.dtype == want.dtype, field.name
+            assert got.tobytes() == want.tobytes(), field.name
+    per_token = ["response_mask", "token_rewards", "rollout_logprobs"]
+    assert (lists.rollout_logprobs is None) == (packed.rollout_logprobs is None)
+    assert (lists.turn_values is None) == (values is None)
+    for b in range(len(packed)):
+        row = packed.row(b)
+        assert lists.prompt_ids[b] == row.prompt_ids.tolist()
+        assert lists.response_ids[b] == row.response_ids.tolist()
+        expected = {name: getattr(row, name) for name in per_token}
+        if values is not None:
+            turn = row.turn_index
+            expected["turn_values"] = np.where(
+                turn >= 0, values[row.episode_index, np.maximum(turn, 0)], 0.0
+            )
+        for name, array in expected.items():
+            if array is None:
+                continue
+            got = getattr(lists, name)[b]
+            want = array[row.response]
+            kind = int if want.dtype.kind == "i" else float
+            assert all(type(x) is kind for x in got), name
+            assert np.array(got, dtype=want.dtype).tobytes() == want.tobytes(), name
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@given(episodes=token_batches())
+def test_row_lists_are_the_packed_rows_as_python_numbers(
+    layout: Any, episodes: list[Episode]
+) -> None:
+    horizon = max((len(e.turns) for e in episodes), default=0)
+    values = np.arange(len(episodes) * horizon, dtype=np.float64) / 3
+    values = values.reshape(len(episodes), horizon)
+    lists = row_lists(episodes, layout, turn_values=values)
+    assert_lists_are_the_packed_rows(lists, build_rows(episodes, layout), values)
+    assert_lists_are_the_packed_rows(
+        row_lists(episodes, layout), build_rows(episodes, layout), None
+    )
+
+
+def test_row_lists_of_split_episodes_and_an_infra_error_member() -> None:
+    split = token_episode_of(([1, 2], [3], -0.0), ([1, 2, 3, 7], [4], 1.0), ([9, 9], [5, 6], 2.0))
+    batch = [*with_failed_member(), split]
+    for turn in split.turns:
+        turn.response_logprobs = [-0.5] * len(turn.response_ids)
+    values = np.linspace(-1, 1, len(batch) * 3).reshape(len(batch), 3)
+    lists = row_lists(batch, "per_episode", on_mismatch="split", turn_values=values)
+    packed = episode_rows(batch, on_mismatch="split")
+    assert_lists_are_the_packed_rows(lists, packed, values)
+    assert lists.response_mask[4] == [0, 0]  # the infra-error member: nothing to learn
+    assert lists.turn_values is not None
+    assert lists.turn_values[4] == [0.0, 0.0]
+
+
+def test_row_lists_are_new_lists() -> None:
+    batch = episodes()
+    lists = row_lists(batch, "per_turn")
+    lists.prompt_ids[0].append(99)
+    lists.response_ids[0].append(99)
+    assert batch[0].turns[0].prompt_ids == [1, 2, 3]
+    assert batch[0].turns[0].response_ids == [10, 11]
+
+
+def test_row_lists_need_a_turn_value_for_every_turn() -> None:
+    with pytest.raises(ValueError, match=r"turn_values must be \[N, T\]"):
+        row_lists(episodes(), "per_episode", turn_values=np.zeros((len(episodes()), 2)))
+    with pytest.raises(ValueError, match="layout must be one of"):
+        row_lists(episodes(), cast(Any, "per_row"))

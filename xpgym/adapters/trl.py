@@ -5,7 +5,7 @@ Supported: ``trl`` 1.16.x (``GRPOTrainer(rollout_func=...)`` and
 ``TRL_EXPERIMENTAL_SILENCE=1`` to silence their warnings). Four parts:
 
 1. **Converter** `to_rollout_output`: episodes -> the dict a TRL ``rollout_func`` returns,
-   one completion per episode (`xpgym.training.layouts.episode_rows`).
+   one completion per episode (`xpgym.training.layouts.row_lists` of the per-episode rows).
 2. **Hook** `make_rollout_func`: a ``rollout_func`` that plays each prompt as one whole
    xpgym episode with the trainer's current model (`xpgym.rollout.runner.run_episode`
    over `xpgym.rollout.policies.hf.HFPolicy`), token-exactly. The dataset's ``prompt`` column
@@ -110,7 +110,7 @@ from xpgym.training.advantages import (  # noqa: E402
     infra_filled_scores,
     token_advantages,
 )
-from xpgym.training.layouts import episode_rows  # noqa: E402
+from xpgym.training.layouts import row_lists  # noqa: E402
 
 __all__ = [
     "ACTION_TOOL",
@@ -147,7 +147,7 @@ def to_rollout_output(
     """The ``rollout_func`` output for `episodes`, one completion each (module docstring).
 
     Args:
-        episodes: Token-exact episodes (`xpgym.training.layouts.episode_rows` raises
+        episodes: Token-exact episodes (`xpgym.training.layouts.row_lists` raises
             `xpgym.training.layouts.PrefixMismatchError` otherwise: TRL has one prompt and one
             completion per sample, so an episode cannot be split).
         advantage: ``"gigpo"`` or ``"tree"``: add the ``turn_advantages`` column, each
@@ -161,67 +161,23 @@ def to_rollout_output(
         ``token_rewards``, ``episode_reward`` and ``infra_error`` (and ``turn_advantages``),
         in episode order.
     """
-    rows = episode_rows(episodes)
-    # TRL takes Python lists. A row is its episode's last prompt + response (`episode_rows`),
-    # so the ids are slices of the episode's own lists; the per-token values are converted
-    # row by row, only their completion part.
-    splits = (rows.cu_seqlens[:-1] + rows.prompt_length).tolist()
-    stops = rows.cu_seqlens[1:].tolist()
-
-    def completions(values: np.ndarray) -> list[list[Any]]:
-        return [values[split:stop].tolist() for split, stop in zip(splits, stops, strict=True)]
-
-    last_ids = [_last_ids(episodes[e]) for e in rows.episode_index.tolist()]
-    prompt_lengths = rows.prompt_length.tolist()
-    logprobs = rows.rollout_logprobs
-    out: dict[str, Any] = {
-        "prompt_ids": [prompt[:n] for (prompt, _), n in zip(last_ids, prompt_lengths, strict=True)],
-        "completion_ids": [
-            prompt[n:] + response
-            for (prompt, response), n in zip(last_ids, prompt_lengths, strict=True)
-        ],
-        "env_mask": completions(rows.response_mask),
-        "token_rewards": _mostly_zero_lists(rows.token_rewards, splits, stops),
-        "episode_reward": infra_filled_scores(episodes)[rows.episode_index].tolist(),
-        "logprobs": None if logprobs is None else completions(logprobs),
-        "infra_error": rows.infra_error.tolist(),
-    }
+    values = None
     if advantage is not None:
         values = episode_advantages(
             advantage, episodes, gamma=gamma, **dict(advantage_kwargs or {})
         )
-        episode_of_token = np.repeat(rows.episode_index, rows.lengths)
-        out["turn_advantages"] = completions(
-            np.where(
-                rows.turn_index >= 0,
-                values[episode_of_token, np.maximum(rows.turn_index, 0)],
-                0.0,
-            )
-        )
-    return out
-
-
-def _last_ids(episode: Episode) -> tuple[list[int], list[int]]:
-    """The last turn's ``(prompt_ids, response_ids)`` (`episode_rows` checked they exist)."""
-    turn = episode.turns[-1]
-    return cast(list[int], turn.prompt_ids), cast(list[int], turn.response_ids)
-
-
-def _mostly_zero_lists(
-    values: np.ndarray, splits: list[int], stops: list[int]
-) -> list[list[float]]:
-    """``values[split:stop].tolist()`` for each row, for ``[N]`` values that are mostly
-    ``+0.0`` (token rewards): ``[0.0] * n`` with the other entries written in, so only those
-    become new Python floats."""
-    out = [[0.0] * (stop - split) for split, stop in zip(splits, stops, strict=True)]
-    cells = np.flatnonzero(np.signbit(values) | (values != 0))  # -0.0 and NaN included
-    row = np.searchsorted(np.asarray(stops), cells, side="right")
-    offset = cells - np.asarray(splits, dtype=np.int64)[row]
-    kept = offset >= 0
-    for b, k, value in zip(
-        row[kept].tolist(), offset[kept].tolist(), values[cells[kept]].tolist(), strict=True
-    ):
-        out[b][k] = value
+    rows = row_lists(episodes, "per_episode", turn_values=values)  # TRL takes Python lists
+    out: dict[str, Any] = {
+        "prompt_ids": rows.prompt_ids,
+        "completion_ids": rows.response_ids,
+        "env_mask": rows.response_mask,
+        "token_rewards": rows.token_rewards,
+        "episode_reward": infra_filled_scores(episodes)[rows.episode_index].tolist(),
+        "logprobs": rows.rollout_logprobs,
+        "infra_error": rows.infra_error.tolist(),
+    }
+    if rows.turn_values is not None:
+        out["turn_advantages"] = rows.turn_values
     return out
 
 

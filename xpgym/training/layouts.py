@@ -43,6 +43,10 @@ log-probabilities float32; flags bool):
 * `PackedRows.split` -> `SplitRows`: prompt left-padded ``[B, P]`` + response right-padded
   ``[B, R]`` (verl ``DataProto``: ``prompts``, ``responses``, ``response_mask``, ...).
 
+`row_lists` gives the rows as Python lists (`RowLists`: per row, the prompt and response ids
+and the per-token values of the response), built from the turns' own lists without the
+packed arrays, for trainers that take lists (TRL's ``rollout_func``).
+
 `PackedRows.row` gives one row without padding (`Row`: views into the packed arrays), for
 hooks that hand a trainer one sequence at a time (verl's ``AgentLoopOutput``, OpenRLHF's
 agent output). Every row carries its episode's ``group_id`` (`RowInfo.group_id`; an episode
@@ -109,10 +113,12 @@ __all__ = [
     "PrefixMismatchError",
     "Row",
     "RowInfo",
+    "RowLists",
     "SplitRows",
     "build_rows",
     "episode_rows",
     "on_last_policy_token",
+    "row_lists",
     "shift_to_predictions",
     "turn_rows",
     "zero_padded_positions",
@@ -601,6 +607,39 @@ class SplitRows(RowInfo):
     rollout_logprobs: np.ndarray | None
 
 
+@dataclass(frozen=True, eq=False)
+class RowLists(RowInfo):
+    """Rows as Python lists, one list per row and no padding (`row_lists`): the form of
+    trainers whose rollout hooks return lists of token ids (TRL's ``rollout_func``).
+
+    Each row is split at its prompt, and the per-token lists cover the response only
+    (``response_length[b]`` entries, aligned with `response_ids`): on a prompt token every
+    per-token value of the module docstring is 0. Values are those of `PackedRows`
+    (``rollout_logprobs[b][j]`` is ``float(packed.rollout_logprobs[i])`` for the packed
+    position ``i`` of response token ``j``), as Python ints and floats.
+
+    Attributes:
+        prompt_ids: ``[B]`` lists of int, each row's prompt (``prompt_length[b]`` ids).
+        response_ids: ``[B]`` lists of int, everything after the prompt.
+        response_mask: ``[B]`` lists of int, 1 on policy tokens, 0 on env/tool tokens.
+        token_rewards: ``[B]`` lists of float (float32 values), each turn's reward on its
+            last policy token, 0.0 elsewhere.
+        rollout_logprobs: ``[B]`` lists of float (float32 values), the sampler
+            log-probabilities on policy tokens, 0.0 elsewhere; ``None`` without
+            ``response_logprobs``.
+        turn_values: ``[B]`` lists of float (float64 values), ``values[e, t]`` of
+            `row_lists`' ``turn_values`` on every policy token of turn ``t`` of episode
+            ``e``, 0.0 elsewhere (infra-error rows: 0.0 everywhere); ``None`` without them.
+    """
+
+    prompt_ids: list[list[int]]
+    response_ids: list[list[int]]
+    response_mask: list[list[int]]
+    token_rewards: list[list[float]]
+    rollout_logprobs: list[list[float]] | None
+    turn_values: list[list[float]] | None
+
+
 def _check_limit(name: str, value: int | None, pad_to_max_length: bool) -> int | None:
     if value is None:
         if pad_to_max_length:
@@ -694,11 +733,7 @@ def turn_rows(episodes: Sequence[Episode], *, step_ids: bool = False) -> PackedR
         ValueError: A turn has no ids or an empty response, or logprobs are present on
             some turns and missing on others.
     """
-    with_logprobs = _check_turns(episodes)
-    rows = []
-    for e, episode in enumerate(episodes):
-        for t, turn in enumerate(episode.turns):
-            rows.append(_Row(e, t, [turn]))
+    rows, with_logprobs = _rows_of(episodes, "per_turn")
     return _pack(rows, with_logprobs, episodes, step_ids=step_ids)
 
 
@@ -740,10 +775,28 @@ def episode_rows(
         ValueError: An episode has no turns, a turn has no ids or an empty response, or
             logprobs are present on some turns and missing on others.
     """
-    if on_mismatch not in ("raise", "split"):
+    rows, with_logprobs = _rows_of(episodes, "per_episode", on_mismatch)
+    return _pack(rows, with_logprobs, episodes, step_ids=step_ids)
+
+
+def _rows_of(
+    episodes: Sequence[Episode],
+    layout: Layout,
+    on_mismatch: Literal["raise", "split"] = "raise",
+) -> tuple[list[_Row], bool]:
+    """The rows of `layout` (`turn_rows`, `episode_rows` with `on_mismatch`) and whether
+    the turns carry log-probs, with the checks and errors of those functions."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    if layout == "per_episode" and on_mismatch not in ("raise", "split"):
         raise ValueError(f"on_mismatch must be 'raise' or 'split', got {on_mismatch!r}")
     with_logprobs = _check_turns(episodes)
     rows = []
+    if layout == "per_turn":
+        for e, episode in enumerate(episodes):
+            for t, turn in enumerate(episode.turns):
+                rows.append(_Row(e, t, [turn]))
+        return rows, with_logprobs
     for e, episode in enumerate(episodes):
         turns = episode.turns
         if not turns:
@@ -757,7 +810,117 @@ def episode_rows(
             rows.append(_Row(e, first, turns[first:t]))
             first = t
         rows.append(_Row(e, first, turns[first:]))
-    return _pack(rows, with_logprobs, episodes, step_ids=step_ids)
+    return rows, with_logprobs
+
+
+def row_lists(
+    episodes: Sequence[Episode],
+    layout: Layout,
+    *,
+    on_mismatch: Literal["raise", "split"] = "raise",
+    turn_values: ArrayLike | None = None,
+) -> RowLists:
+    """The rows of `layout` (`turn_rows` or `episode_rows`) as Python lists (`RowLists`).
+
+    The same rows, with the same checks and errors, as ``build_rows(episodes, layout,
+    on_mismatch=on_mismatch)``, built from the turns' own id lists without the packed token
+    arrays: for trainers that take lists, this costs less than converting `PackedRows`.
+
+    Args:
+        episodes: Episodes with token ids (see `turn_rows` and `episode_rows`).
+        layout: ``"per_turn"`` or ``"per_episode"``.
+        on_mismatch: As in `episode_rows` (ignored for ``"per_turn"``).
+        turn_values: ``[N, T]`` one value per turn of each episode (e.g. GiGPO or tree
+            advantages, `xpgym.training.advantages.episode_advantages`), read as float64
+            and spread over the turns' policy tokens (`RowLists.turn_values`); None: none.
+
+    Raises:
+        ValueError: as `build_rows`; `turn_values` is not ``[N, T]`` with a row for every
+            episode and a column for every turn of these rows.
+    """
+    rows, with_logprobs = _rows_of(episodes, layout, on_mismatch)
+    spans = _spans(rows, episodes)
+    values = None
+    if turn_values is not None:
+        values = np.asarray(turn_values, dtype=np.float64)
+        need = (len(episodes), int(spans.turn_ids.max(initial=-1)) + 1)
+        if values.ndim != 2 or values.shape[0] < need[0] or values.shape[1] < need[1]:
+            raise ValueError(
+                f"turn_values must be [N, T] with N >= {need[0]} episodes and T >= {need[1]} "
+                f"turns, got shape {values.shape}"
+            )
+    info = _row_info(rows, episodes, spans, step_ids=False)
+    n_rows = len(rows)
+    # Every output list is made before any is filled (`_new_lists`).
+    prompt_ids, response_ids, response_mask, token_rewards = (_new_lists(n_rows) for _ in range(4))
+    logprobs = _new_lists(n_rows) if with_logprobs else None
+    per_turn = None if values is None else _new_lists(n_rows)
+    for row, prompt_row, response_row, n in zip(
+        rows, prompt_ids, response_ids, spans.prompt_length.tolist(), strict=True
+    ):
+        prompt, response = _ids(row.turns[-1])
+        prompt_row += prompt[:n]
+        response_row += prompt[n:]
+        response_row += response
+    # The responses one after the other: row b's at [bounds[b], bounds[b + 1]).
+    bounds = np.zeros(n_rows + 1, dtype=np.int64)
+    np.cumsum(info["response_length"], out=bounds[1:])
+    n_tokens = int(bounds[-1])
+    # Each turn's first policy token there: its packed position less its row's prompt and
+    # the tokens of the rows before it.
+    row_offset = spans.cu_seqlens[:-1] + spans.prompt_length - bounds[:-1]
+    starts = spans.starts - row_offset[spans.row_of_turn]
+    segments = _segments(starts, spans.span_lengths, n_tokens)
+    learn = spans.learn_span
+    _fill_lists(response_mask, _on_spans(learn.astype(np.int64), 0, segments), bounds)
+    _fill_mostly_zero(token_rewards, _span_rewards(spans, starts, n_tokens), bounds)
+    if logprobs is not None:
+        _fill_lists(logprobs, _span_logprobs(spans, segments), bounds)
+    if values is not None and per_turn is not None:  # both or neither
+        episode_of_turn = info["episode_index"][spans.row_of_turn]
+        turn_value = np.where(learn, values[episode_of_turn, spans.turn_ids], 0.0)
+        _fill_lists(per_turn, _on_spans(turn_value, 0.0, segments), bounds)
+    return RowLists(
+        **info,
+        prompt_ids=prompt_ids,
+        response_ids=response_ids,
+        response_mask=response_mask,
+        token_rewards=token_rewards,
+        rollout_logprobs=logprobs,
+        turn_values=per_turn,
+    )
+
+
+def _new_lists(n: int) -> list[list[Any]]:
+    """``n`` empty lists, to be filled in place.
+
+    `row_lists` makes all its output lists before it fills any: CPython collects its young
+    generation after every few hundred new container objects (``gc.get_threshold()[0]``),
+    visiting every element of every young list, so collections that the call itself triggers
+    visit empty lists instead of rows of hundreds of values.
+    """
+    return [[] for _ in range(n)]
+
+
+def _fill_lists(out: list[list[Any]], values: np.ndarray, bounds: np.ndarray) -> None:
+    """Extend ``out[b]`` by ``values[bounds[b]:bounds[b + 1]]`` as Python numbers."""
+    for row, a, b in zip(out, bounds[:-1].tolist(), bounds[1:].tolist(), strict=True):
+        row += values[a:b].tolist()
+
+
+def _fill_mostly_zero(out: list[list[float]], values: np.ndarray, bounds: np.ndarray) -> None:
+    """`_fill_lists` for ``[N]`` float values that are mostly ``+0.0`` (token rewards):
+    ``[0.0] * n`` with the other entries written in, so only those become new Python
+    floats."""
+    for row, n in zip(out, np.diff(bounds).tolist(), strict=True):
+        row += [0.0] * n
+    cells = np.flatnonzero(np.signbit(values) | (values != 0))  # -0.0 and NaN included
+    row_of_cell = np.searchsorted(bounds, cells, side="right") - 1
+    offset = cells - bounds[row_of_cell]
+    for b, k, value in zip(
+        row_of_cell.tolist(), offset.tolist(), values[cells].tolist(), strict=True
+    ):
+        out[b][k] = value
 
 
 def _check_turns(episodes: Sequence[Episode]) -> bool:
@@ -855,53 +1018,64 @@ def _whole_trees(episodes: Sequence[Episode]) -> bool:
     )
 
 
-def _pack(
-    rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode], *, step_ids: bool
-) -> PackedRows:
+class _Spans(NamedTuple):
+    """Where the rows' turns sit (`_spans`): per row ``[B]``, per turn ``[K]`` (the rows'
+    turns in order), positions counted in the packed tokens (`PackedRows`)."""
+
+    turns: list[Turn]  # [K]
+    num_turns: np.ndarray  # [B] int64
+    lengths: np.ndarray  # [B] int64, tokens per row
+    prompt_length: np.ndarray  # [B] int64, the row's prompt: its first turn's prompt
+    cu_seqlens: np.ndarray  # [B + 1] int64
+    first_turn: np.ndarray  # [B] int64
+    infra: np.ndarray  # [B] bool, the row's episode is an infra error
+    row_of_turn: np.ndarray  # [K] int64
+    starts: np.ndarray  # [K] int64, the first policy token of each turn
+    span_lengths: np.ndarray  # [K] int64, policy tokens of each turn
+    turn_ids: np.ndarray  # [K] int64, each turn's index in its episode
+    learn_span: np.ndarray  # [K] bool, the turn's row is not an infra-error row
+
+
+def _spans(rows: list[_Row], episodes: Sequence[Episode]) -> _Spans:
     n_rows = len(rows)
     turn_list = [turn for row in rows for turn in row.turns]
-    ids = [_ids(turn) for turn in turn_list]
+    n_turns = len(turn_list)
     num_turns = np.fromiter((len(row.turns) for row in rows), np.int64, count=n_rows)
     # Per turn: the length of its prompt and response, and the row it belongs to.
-    prompt_lengths = np.fromiter((len(p) for p, _ in ids), np.int64, count=len(ids))
-    span_lengths = np.fromiter((len(r) for _, r in ids), np.int64, count=len(ids))
+    prompt_lengths = np.fromiter(
+        (len(_ids(turn)[0]) for turn in turn_list), np.int64, count=n_turns
+    )
+    span_lengths = np.fromiter((len(_ids(turn)[1]) for turn in turn_list), np.int64, count=n_turns)
     row_of_turn = np.repeat(np.arange(n_rows), num_turns)
     last_turn = np.cumsum(num_turns) - 1  # a row's tokens: its last turn's prompt + response
     first_of_row = last_turn + 1 - num_turns  # a row's prompt: its first turn's
     lengths = prompt_lengths[last_turn] + span_lengths[last_turn]
     cu_seqlens = np.zeros(n_rows + 1, dtype=np.int64)
     np.cumsum(lengths, out=cu_seqlens[1:])
-    n_tokens = int(cu_seqlens[-1])
-    last_ids = [part for row in rows for part in _ids(row.turns[-1])]
-    input_ids = np.fromiter(chain.from_iterable(last_ids), np.int64, count=n_tokens)
-    position_ids = np.arange(n_tokens, dtype=np.int64)
-    position_ids -= np.repeat(cu_seqlens[:-1], lengths)
-    # Each turn's policy span [start, start + span_length) in the packed tokens; the spans
-    # are in order and apart, so the tokens are alternately outside and inside a span.
-    starts = cu_seqlens[row_of_turn] + prompt_lengths
-    segments = np.empty(2 * len(ids) + 1, dtype=np.int64)
-    segments[0::2] = np.append(starts, n_tokens) - np.append(0, starts + span_lengths)
-    segments[1::2] = span_lengths
     first_turn = np.fromiter((row.first_turn for row in rows), np.int64, count=n_rows)
-    turn_ids = (first_turn - first_of_row)[row_of_turn] + np.arange(len(ids))
     infra = np.array([episodes[row.episode].infra_error is not None for row in rows], bool)
-    # Spans of infra-error rows keep their log-probs but nothing to learn from (docstring).
-    learn_span = ~infra[row_of_turn]
-    response_mask = _on_spans(learn_span.astype(np.int64), 0, segments)
-    turn_index = _on_spans(np.where(learn_span, turn_ids, -1), -1, segments)
-    token_rewards = np.zeros(n_tokens, dtype=np.float32)
-    rewards = np.array([turn.reward for turn in turn_list], dtype=np.float32)
-    token_rewards[(starts + span_lengths - 1)[learn_span]] = rewards[learn_span]
-    logprobs = None
-    if with_logprobs:
-        logprobs = np.zeros(n_tokens, dtype=np.float32)
-        logprobs[_on_spans(np.ones(len(ids), bool), False, segments)] = np.fromiter(
-            # `_check_turns` found log-probs on every turn (`with_logprobs`)
-            chain.from_iterable(cast(list[float], turn.response_logprobs) for turn in turn_list),
-            np.float32,
-            count=int(span_lengths.sum()),
-        )
-    prompt_length = prompt_lengths[first_of_row]
+    return _Spans(
+        turns=turn_list,
+        num_turns=num_turns,
+        lengths=lengths,
+        prompt_length=prompt_lengths[first_of_row],
+        cu_seqlens=cu_seqlens,
+        first_turn=first_turn,
+        infra=infra,
+        row_of_turn=row_of_turn,
+        starts=cu_seqlens[row_of_turn] + prompt_lengths,
+        span_lengths=span_lengths,
+        turn_ids=(first_turn - first_of_row)[row_of_turn] + np.arange(n_turns),
+        # Spans of infra-error rows keep their log-probs but nothing to learn from.
+        learn_span=~infra[row_of_turn],
+    )
+
+
+def _row_info(
+    rows: list[_Row], episodes: Sequence[Episode], spans: _Spans, *, step_ids: bool
+) -> dict[str, Any]:
+    """The `RowInfo` fields of `rows` (positions as collected: nothing is truncated)."""
+    n_rows = len(rows)
     group_ids = training_group_ids(episodes)
     group_id = np.empty(n_rows, dtype=object)
     group_id[:] = [group_ids[row.episode] for row in rows]
@@ -914,36 +1088,87 @@ def _pack(
             tree_root = np.empty(n_rows, dtype=object)  # an infra-error row: its own tree
             tree_root[:] = [
                 group_ids[row.episode] if failed else roots[row.episode]
-                for row, failed in zip(rows, infra.tolist(), strict=True)
+                for row, failed in zip(rows, spans.infra.tolist(), strict=True)
             ]
+    return {
+        "episode_index": np.array([row.episode for row in rows], dtype=np.int64),
+        "first_turn": spans.first_turn,
+        "num_turns": spans.num_turns,
+        "group_id": group_id,
+        "prompt_length": spans.prompt_length,
+        "response_length": spans.lengths - spans.prompt_length,
+        "reward": np.array([math.fsum(t.reward for t in row.turns) for row in rows], np.float32),
+        "terminated": np.array([row.turns[-1].terminated for row in rows], dtype=bool),
+        "truncated": np.array([row.turns[-1].truncated for row in rows], dtype=bool),
+        "overlong": np.zeros(n_rows, dtype=bool),
+        "infra_error": spans.infra,
+        "state_keys": state_keys,
+        "node_ids": node_ids,
+        "tree_root": tree_root,
+    }
+
+
+def _pack(
+    rows: list[_Row], with_logprobs: bool, episodes: Sequence[Episode], *, step_ids: bool
+) -> PackedRows:
+    spans = _spans(rows, episodes)
+    cu_seqlens, lengths = spans.cu_seqlens, spans.lengths
+    n_tokens = int(cu_seqlens[-1])
+    last_ids = [part for row in rows for part in _ids(row.turns[-1])]
+    input_ids = np.fromiter(chain.from_iterable(last_ids), np.int64, count=n_tokens)
+    position_ids = np.arange(n_tokens, dtype=np.int64)
+    position_ids -= np.repeat(cu_seqlens[:-1], lengths)
+    segments = _segments(spans.starts, spans.span_lengths, n_tokens)
+    learn_span = spans.learn_span
     return PackedRows(
-        episode_index=np.array([row.episode for row in rows], dtype=np.int64),
-        first_turn=first_turn,
-        num_turns=num_turns,
-        group_id=group_id,
-        prompt_length=prompt_length,
-        response_length=lengths - prompt_length,
-        reward=np.array([math.fsum(t.reward for t in row.turns) for row in rows], np.float32),
-        terminated=np.array([row.turns[-1].terminated for row in rows], dtype=bool),
-        truncated=np.array([row.turns[-1].truncated for row in rows], dtype=bool),
-        overlong=np.zeros(n_rows, dtype=bool),
-        infra_error=infra,
-        state_keys=state_keys,
-        node_ids=node_ids,
-        tree_root=tree_root,
+        **_row_info(rows, episodes, spans, step_ids=step_ids),
         input_ids=input_ids,
         position_ids=position_ids,
-        response_mask=response_mask,
-        turn_index=turn_index,
-        token_rewards=token_rewards,
-        rollout_logprobs=logprobs,
+        response_mask=_on_spans(learn_span.astype(np.int64), 0, segments),
+        turn_index=_on_spans(np.where(learn_span, spans.turn_ids, -1), -1, segments),
+        token_rewards=_span_rewards(spans, spans.starts, n_tokens),
+        rollout_logprobs=_span_logprobs(spans, segments) if with_logprobs else None,
         cu_seqlens=cu_seqlens,
     )
 
 
+def _segments(starts: np.ndarray, span_lengths: np.ndarray, n_tokens: int) -> np.ndarray:
+    """``[2K + 1]`` int64: the lengths of the runs outside and inside ``K`` spans,
+    alternately, over `n_tokens` tokens (span ``k``: ``[starts[k], starts[k] +
+    span_lengths[k])``, in order and apart)."""
+    segments = np.empty(2 * len(starts) + 1, dtype=np.int64)
+    segments[0::2] = np.append(starts, n_tokens) - np.append(0, starts + span_lengths)
+    segments[1::2] = span_lengths
+    return segments
+
+
+def _span_rewards(spans: _Spans, starts: np.ndarray, n_tokens: int) -> np.ndarray:
+    """``[n_tokens]`` float32: each learnable turn's reward on its last policy token (turn
+    ``k``'s tokens start at ``starts[k]``), 0 elsewhere."""
+    token_rewards = np.zeros(n_tokens, dtype=np.float32)
+    rewards = np.array([turn.reward for turn in spans.turns], dtype=np.float32)
+    learn = spans.learn_span
+    token_rewards[(starts + spans.span_lengths - 1)[learn]] = rewards[learn]
+    return token_rewards
+
+
+def _span_logprobs(spans: _Spans, segments: np.ndarray) -> np.ndarray:
+    """``[N]`` float32 (`segments` over ``N`` tokens): each turn's sampler log-probs on its
+    policy tokens (infra-error rows too), 0 elsewhere; every turn carries them."""
+    n_tokens = int(segments.sum())
+    logprobs = np.zeros(n_tokens, dtype=np.float32)
+    logprobs[_on_spans(np.ones(len(spans.turns), bool), False, segments)] = np.fromiter(
+        # `_check_turns` found log-probs on every turn (`with_logprobs`)
+        chain.from_iterable(cast(list[float], turn.response_logprobs) for turn in spans.turns),
+        np.float32,
+        count=int(spans.span_lengths.sum()),
+    )
+    return logprobs
+
+
 def _on_spans(values: np.ndarray, elsewhere: Any, segments: np.ndarray) -> np.ndarray:
     """``[N]``: ``values[k]`` on every token of span ``k``, `elsewhere` on the other tokens
-    (`segments`: the lengths of the runs outside and inside spans, alternately, ``[2K + 1]``)."""
+    (`segments`: `_segments` of the ``K`` spans)."""
     runs = np.full(len(segments), elsewhere, dtype=values.dtype)
     runs[1::2] = values
     return np.repeat(runs, segments)
@@ -982,11 +1207,8 @@ def build_rows(
     Raises:
         ValueError: unknown `layout`, or the layout's own errors.
     """
-    if layout == "per_turn":
-        return turn_rows(episodes, step_ids=step_ids)
-    if layout == "per_episode":
-        return episode_rows(episodes, on_mismatch=on_mismatch, step_ids=step_ids)
-    raise ValueError(f"layout must be one of {LAYOUTS}, got {layout!r}")
+    rows, with_logprobs = _rows_of(episodes, layout, on_mismatch)
+    return _pack(rows, with_logprobs, episodes, step_ids=step_ids)
 
 
 def on_last_policy_token(values: ArrayLike, response_mask: ArrayLike) -> NDArray[np.float32]:
@@ -1003,7 +1225,7 @@ def on_last_policy_token(values: ArrayLike, response_mask: ArrayLike) -> NDArray
         ValueError: shapes disagree, or a row without a policy token has a non-zero value.
     """
     vals = np.asarray(values, dtype=np.float64)
-    mask = np.asarray(response_mask).astype(bool)
+    mask = np.asarray(response_mask).astype(bool, copy=False)  # read only
     if mask.ndim != 2 or vals.shape != (mask.shape[0],):
         raise ValueError(
             f"values must be [B] and response_mask [B, L]; got {vals.shape} and {mask.shape}"
