@@ -23,7 +23,7 @@ success and return it reports "consistent", the share of guesses from turn 2 on 
 inside the interval the feedback so far allows: it measures directly whether the policy uses
 the feedback (binary search scores 1.0; a random guesser about half that: docs/demo.md).
 
-    python recipes/train_torch.py [--steps 800] [--threads N] [--out-dir DIR]
+    python recipes/train_torch.py [--steps 700] [--threads N] [--out-dir DIR]
     python recipes/train_torch.py --time-budget-s 300  # stop RL where the job would pass 5 min
     python recipes/train_torch.py --device cuda      # on a GPU (parity.curves.gpu_check)
     python recipes/train_torch.py --rollouts tree --algorithm tree   # tree rollouts
@@ -111,7 +111,7 @@ class Args:
     pretrain_lr: float = 1e-3
     # RL (REINFORCE + ReBN over turns: G_t = r_t + gamma * G_{t+1}, A = (G - mean) / std)
     algorithm: str = "rebn"
-    steps: int = 800  # RL steps: fixed and seeded, whatever the machine's load
+    steps: int = 700  # RL steps: fixed and seeded, whatever the machine's load
     episodes_per_step: int = 64
     num_envs: int = 64  # every episode of a step in flight: one generate call per turn
     lr: float = 3e-4  # 1e-3 collapsed to 100% invalid answers in some runs
