@@ -13,8 +13,11 @@ blocks.
 The pool learns, per kind of batch (``"step"``, ``"reset"``, ...), whether its tasks block.
 The first batch of a kind is shared (so the first batch of blocking steps already waits on
 all of them at once); after a batch whose tasks did not block, batches of that kind run as a
-plain loop in the caller (`run`'s inline path) until a task blocks again, which hands the
-rest of that batch to the helpers.
+plain loop in the caller (a `CallerLoop`) until a task blocks again. The caller reads no
+clock in that loop: a watcher thread samples how far the loop got every
+`WorkSharingPool.blocking_threshold` seconds, and when it has not moved between two samples
+(the caller is stuck in one task) hands the tasks the caller has not reached to the helpers,
+which run them while the caller's task still waits.
 
 With a timeout the caller does not take tasks (it must stay free to watch the clock). A task
 that overruns is reported as `TIMED_OUT`; its thread cannot be killed, so it is abandoned to
@@ -28,10 +31,10 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-__all__ = ["TIMED_OUT", "Failed", "WorkSharingPool"]
+__all__ = ["TIMED_OUT", "CallerLoop", "Failed", "WorkSharingPool"]
 
 logger = logging.getLogger(__name__)
 
@@ -105,26 +108,67 @@ class _Batch:
         return len(self.finished) == self.n
 
 
-def _offset_call(fn: Callable[[int], Any], offset: int, index: int) -> Any:
-    return fn(offset + index)
+def _call_at(fn: Callable[[int], Any], positions: list[int], index: int) -> Any:
+    return fn(positions[index])
+
+
+class CallerLoop:
+    """A batch the calling thread runs as a plain loop, watched by the pool's watcher.
+
+    The caller takes ``(position, item)`` pairs from `claims` (an iterator over the items,
+    shared with the watcher) and stores the result of each at ``results[position]``; the
+    results start as a placeholder that is not a task's result. Taking a pair is one `next`
+    on a C iterator, so the watcher can take every pair the caller has not reached at once
+    (`WorkSharingPool` hands them to its helpers, which run ``fn(position)``).
+    """
+
+    __slots__ = ("claims", "fn", "frontier", "kind", "n", "rest", "results")
+
+    def __init__(self, items: Sequence[Any], fn: Callable[[int], Any], kind: str) -> None:
+        self.claims: Iterator[tuple[int, Any]] = enumerate(items)
+        self.fn = fn
+        self.kind = kind
+        self.n = len(items)
+        self.results: list[Any] = [_PENDING] * self.n
+        self.frontier = 0  # the results before it are all filled
+        # Set by the watcher when it hands tasks over: their positions and their batch.
+        self.rest: tuple[list[int], _Batch] | None = None
+
+    def progress(self) -> int:
+        """How many results, from the first, are filled (amortized O(1) per result)."""
+        results, k = self.results, self.frontier
+        while k < self.n and results[k] is not _PENDING:
+            k += 1
+        self.frontier = k
+        return k
 
 
 class WorkSharingPool:
     """Helper threads that share a batch's tasks with the caller (see module docstring)."""
 
     blocking_threshold = 0.001
-    """Seconds a task may run in the caller before the caller wakes a helper thread."""
+    """Seconds a task may keep the caller before the rest of its batch goes to the helpers:
+    in a shared batch the caller times its tasks; in a `CallerLoop` the watcher samples the
+    loop's progress this often."""
 
     def __init__(self, num_threads: int, name: str) -> None:
         self._blocks: dict[str, bool] = {}  # kind -> did its last batch have a blocking task?
-        self._cond = threading.Condition()
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)  # helpers wait here for a batch
+        self._loop_started = threading.Condition(self._lock)  # the watcher waits here
         self._batch: _Batch | None = None
+        self._loop: CallerLoop | None = None
+        self._watcher_idle = False
         self._stopping = False
         self._name = name
         self._abandoned: set[threading.Thread] = set()
         self._threads: list[threading.Thread] = []
         for _ in range(num_threads):
             self._spawn()
+        self._watcher = threading.Thread(
+            target=self._watch_loops, name=f"{name}-watch", daemon=True
+        )
+        self._watcher.start()
 
     def _spawn(self) -> None:
         thread = threading.Thread(
@@ -202,31 +246,107 @@ class WorkSharingPool:
         learned per kind (see the module docstring). One batch runs at a time: `run` is
         called from one thread.
         """
-        if timeout is None and not self._blocks.get(kind, True):
-            return self._run_inline(fn, n, kind)
-        return self._run_shared(fn, n, timeout, kind)
-
-    def _run_inline(self, fn: Callable[[int], Any], n: int, kind: str) -> list[Any]:
-        """Fast path while tasks do not block: a plain loop in the caller, as in a sync
-        vector env. The first task that blocks hands the remaining ones to the helpers."""
-        results: list[Any] = [None] * n
-        clock, threshold = time.perf_counter, self.blocking_threshold
-        last = clock()
-        for index in range(n):
-            try:
-                results[index] = fn(index)
-            except BaseException as exc:  # reported to the caller, like any failure
-                results[index] = Failed(exc)
-            now = clock()
-            if now - last > threshold:
-                self._blocks[kind] = True
-                if index + 1 < n:
-                    start = index + 1
-                    rest = functools.partial(_offset_call, fn, start)
-                    results[start:] = self._run_shared(rest, n - start, None, kind)
-                    break
-            last = now
+        loop = self.start_loop(range(n), fn, kind) if timeout is None else None
+        if loop is None:
+            return self._run_shared(fn, n, timeout, kind)
+        results = loop.results
+        try:
+            for index, _ in loop.claims:
+                try:
+                    results[index] = fn(index)
+                except BaseException as exc:  # reported to the caller, like any failure
+                    results[index] = Failed(exc)
+        finally:
+            self.finish_loop(loop)
         return results
+
+    def start_loop(
+        self, items: Sequence[Any], fn: Callable[[int], Any], kind: str
+    ) -> CallerLoop | None:
+        """Start a `CallerLoop` over `items` if the last batch of `kind` did not block, else
+        return `None` (run the batch with `run`, on the shared path).
+
+        The caller then runs each pair it takes from ``loop.claims`` and stores the result
+        at its position in ``loop.results`` (or lets an exception propagate), and calls
+        `finish_loop` in any case (``try``/``finally``). ``fn(position)`` runs the task at
+        that position: the helpers call it for the tasks handed to them. No timeout: a
+        batch with a timeout is shared.
+        """
+        if self._blocks.get(kind, True):
+            return None
+        loop = CallerLoop(items, fn, kind)
+        self._loop = loop
+        if self._watcher_idle:  # read after `_loop` is set: see `_watch_loops`
+            with self._lock:
+                self._loop_started.notify()
+        return loop
+
+    def finish_loop(self, loop: CallerLoop) -> bool:
+        """End `loop` once the caller's own loop is over: if the watcher handed tasks to the
+        helpers, help run them, wait for them and put their results in ``loop.results``.
+        Returns whether it did (only then can a result be a `Failed`)."""
+        with self._lock:
+            self._loop = None
+            rest = loop.rest
+        if rest is None:
+            return False
+        positions, batch = rest
+        try:
+            self._drain(batch, wake_helpers=False)
+            if not batch.all_finished():
+                batch.done.wait()
+        finally:
+            with self._lock:
+                self._batch = None
+        results = loop.results
+        for position, result in zip(positions, batch.results, strict=True):
+            results[position] = result
+        return True
+
+    def _watch_loops(self) -> None:
+        """The watcher thread: while a `CallerLoop` runs, sample its progress every
+        `blocking_threshold` s; hand its untaken tasks to the helpers when it stalls."""
+        while True:
+            with self._lock:
+                # `_watcher_idle` is set before `_loop` is read, and `start_loop` reads it
+                # after setting `_loop`: a loop that starts now is seen or wakes us.
+                self._watcher_idle = True
+                while self._loop is None and not self._stopping:
+                    self._loop_started.wait()
+                self._watcher_idle = False
+                loop = self._loop
+                if self._stopping or loop is None:
+                    return
+                seen = loop.progress()
+            while True:
+                time.sleep(self.blocking_threshold)
+                with self._lock:
+                    if self._loop is not loop:
+                        break
+                    progress = loop.progress()
+                    if progress == seen:
+                        self._hand_over(loop)
+                        break
+                    seen = progress
+
+    def _hand_over(self, loop: CallerLoop) -> None:
+        """Give every task of `loop` that the caller has not taken to the helpers (called
+        with the lock held, while the caller is stuck in one task)."""
+        self._blocks[loop.kind] = True
+        untaken = list(loop.claims)  # one C call: the caller cannot take one meanwhile
+        if not untaken:  # the caller is in the batch's last task
+            return
+        positions = [position for position, _ in untaken]
+        fn = loop.fn
+        batch = _Batch(
+            functools.partial(_call_at, fn, positions),
+            len(positions),
+            watched=False,
+            kind=loop.kind,
+        )
+        loop.rest = (positions, batch)
+        self._batch = batch
+        self._cond.notify()  # one helper; each wakes the next as it takes a task
 
     def _run_shared(
         self, fn: Callable[[int], Any], n: int, timeout: float | None, kind: str
@@ -267,9 +387,11 @@ class WorkSharingPool:
             batch.done.wait(max(next_deadline - time.monotonic(), 0.001))
 
     def close(self, join_timeout: float = 5.0) -> None:
-        with self._cond:
+        with self._lock:
             self._stopping = True
             self._cond.notify_all()
+            self._loop_started.notify_all()
+        self._watcher.join(join_timeout)
         for thread in self._threads:
             if thread not in self._abandoned:
                 thread.join(join_timeout)

@@ -112,9 +112,23 @@ class ThreadVectorEnv(VectorEnv):
 
     def _run_steps(self, tasks: list[StepTask]) -> list[StepResult]:
         subenvs = self._subenvs
-        results = self._pool.run(
-            lambda j: subenvs[tasks[j][0]].step(tasks[j][1]), len(tasks), self.step_timeout, "step"
-        )
+
+        def run_task(j: int) -> StepResult:
+            return subenvs[tasks[j][0]].step(tasks[j][1])
+
+        pool = self._pool
+        loop = pool.start_loop(tasks, run_task, "step") if self.step_timeout is None else None
+        if loop is None:
+            results = pool.run(run_task, len(tasks), self.step_timeout, "step")
+        else:  # steps have not been blocking: the loop a sync vector env runs
+            results = loop.results
+            try:
+                for j, (i, action) in loop.claims:
+                    results[j] = subenvs[i].step(action)
+            finally:
+                handed_over = pool.finish_loop(loop)
+            if not handed_over:
+                return results
         if all(map(isinstance, results, itertools.repeat(tuple))):  # each one a step's result
             return results
         for j, (i, _) in enumerate(tasks):
