@@ -15,9 +15,10 @@ The first batch of a kind is shared (so the first batch of blocking steps alread
 all of them at once); after a batch whose tasks did not block, batches of that kind run as a
 plain loop in the caller (a `CallerLoop`) until a task blocks again. The caller reads no
 clock in that loop: a watcher thread samples how far the loop got every
-`WorkSharingPool.blocking_threshold` seconds, and when it has not moved between two samples
-(the caller is stuck in one task) hands the tasks the caller has not reached to the helpers,
-which run them while the caller's task still waits.
+`WorkSharingPool.blocking_threshold` seconds, and when it has not moved for
+`WorkSharingPool.STALLED_SAMPLES` samples in a row (the caller is stuck in one task) hands
+the tasks the caller has not reached to the helpers, which run them while the caller's task
+still waits.
 
 With a timeout the caller does not take tasks (it must stay free to watch the clock). A task
 that overruns is reported as `TIMED_OUT`; its thread cannot be killed, so it is abandoned to
@@ -150,6 +151,11 @@ class WorkSharingPool:
     """Seconds a task may keep the caller before the rest of its batch goes to the helpers:
     in a shared batch the caller times its tasks; in a `CallerLoop` the watcher samples the
     loop's progress this often."""
+
+    STALLED_SAMPLES = 2
+    """Samples in a row that must find a `CallerLoop` where it was before the watcher hands
+    its untaken tasks over. One is not enough on a busy machine: a caller that waits for a
+    core (not for its task) makes no progress for a while either."""
 
     def __init__(self, num_threads: int, name: str) -> None:
         self._blocks: dict[str, bool] = {}  # kind -> did its last batch have a blocking task?
@@ -318,13 +324,15 @@ class WorkSharingPool:
                 if self._stopping or loop is None:
                     return
                 seen = loop.progress()
+            still = 0  # samples in a row that found the loop where the one before did
             while True:
                 time.sleep(self.blocking_threshold)
                 with self._lock:
                     if self._loop is not loop:
                         break
                     progress = loop.progress()
-                    if progress == seen:
+                    still = still + 1 if progress == seen else 0
+                    if still == self.STALLED_SAMPLES:
                         self._hand_over(loop)
                         break
                     seen = progress
