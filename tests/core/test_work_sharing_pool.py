@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -52,6 +53,33 @@ def test_a_stalled_caller_hands_the_tasks_it_has_not_reached_to_the_helpers(pool
     assert pool._blocks["task"] is True
 
 
+def stall_until_a_helper_runs(pool: WorkSharingPool) -> list[threading.Thread]:
+    """Run a batch whose task 0 waits until task 3 ran (on a helper); return who ran each."""
+    task_3_ran = threading.Event()
+
+    def task(i: int) -> threading.Thread:
+        if i == 0:
+            assert task_3_ran.wait(HANG_GUARD_S), "task 3 never ran while task 0 waited"
+        if i == 3:
+            task_3_ran.set()
+        return threading.current_thread()
+
+    return pool.run(task, 4, None)
+
+
+def test_an_idle_watcher_is_woken_by_the_next_loop(pool):
+    pool.IDLE_SAMPLES = 1  # idle after one sample without a loop
+    threads_of(pool, 4)
+    threads_of(pool, 4)  # a loop the watcher followed
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not pool._watcher_idle:
+        assert time.monotonic() < deadline, "the watcher never went idle"
+        time.sleep(0.001)
+    ran_by = stall_until_a_helper_runs(pool)  # hangs unless the loop woke the watcher
+    assert ran_by[0] is threading.current_thread()
+    assert ran_by[3] is not threading.current_thread()
+
+
 def test_a_caller_loop_reports_what_raised_in_the_caller_and_in_the_helpers(pool):
     threads_of(pool, 4)
     gate = threading.Event()
@@ -66,14 +94,16 @@ def test_a_caller_loop_reports_what_raised_in_the_caller_and_in_the_helpers(pool
         return i
 
     results = pool.run(task, 4, None)
-    assert results[0] == 0 and results[2] == 2
+    assert results[0] == 0
+    assert results[2] == 2
     assert [str(results[i].exc) for i in (1, 3)] == ["task 1", "task 3"]
     assert all(isinstance(results[i], Failed) for i in (1, 3))
     # In a loop that does not stall, a raising task is a `Failed` too.
     pool.blocking_threshold = HANG_GUARD_S
     threads_of(pool, 4)
     results = pool.run(lambda i: 1 // i, 3, None)
-    assert isinstance(results[0], Failed) and results[1:] == [1, 0]
+    assert isinstance(results[0], Failed)
+    assert results[1:] == [1, 0]
 
 
 def test_start_loop_refuses_a_kind_whose_last_batch_blocked(pool):

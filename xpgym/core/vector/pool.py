@@ -14,11 +14,11 @@ The pool learns, per kind of batch (``"step"``, ``"reset"``, ...), whether its t
 The first batch of a kind is shared (so the first batch of blocking steps already waits on
 all of them at once); after a batch whose tasks did not block, batches of that kind run as a
 plain loop in the caller (a `CallerLoop`) until a task blocks again. The caller reads no
-clock in that loop: a watcher thread samples how far the loop got every
-`WorkSharingPool.blocking_threshold` seconds, and when it has not moved for
-`WorkSharingPool.STALLED_SAMPLES` samples in a row (the caller is stuck in one task) hands
-the tasks the caller has not reached to the helpers, which run them while the caller's task
-still waits.
+clock in that loop: a watcher thread samples how far the loop got, every
+`WorkSharingPool.blocking_threshold` seconds (less often while tasks are short), and when it
+has not moved for `WorkSharingPool.STALLED_SAMPLES` samples in a row (the caller is stuck in
+one task: 2-3 thresholds or more) hands the tasks the caller has not reached to the helpers,
+which run them while the caller's task still waits.
 
 With a timeout the caller does not take tasks (it must stay free to watch the clock). A task
 that overruns is reported as `TIMED_OUT`; its thread cannot be killed, so it is abandoned to
@@ -151,6 +151,14 @@ class WorkSharingPool:
     """Seconds a task may keep the caller before the rest of its batch goes to the helpers:
     in a shared batch the caller times its tasks; in a `CallerLoop` the watcher samples the
     loop's progress this often."""
+
+    MOVING_PAUSES = 8
+    """While a `CallerLoop` finishes a task or more per `blocking_threshold`, the watcher
+    samples it every this many thresholds; else every threshold."""
+
+    IDLE_SAMPLES = 100
+    """Samples in a row without a `CallerLoop` after which the watcher waits to be woken
+    (`start_loop` then wakes it) instead of sampling."""
 
     STALLED_SAMPLES = 2
     """Samples in a row that must find a `CallerLoop` where it was before the watcher hands
@@ -310,32 +318,51 @@ class WorkSharingPool:
         return True
 
     def _watch_loops(self) -> None:
-        """The watcher thread: while a `CallerLoop` runs, sample its progress every
-        `blocking_threshold` s; hand its untaken tasks to the helpers when it stalls."""
-        while True:
+        """The watcher thread: idle until a `CallerLoop` starts, then follow the loops."""
+        while self._await_loop():
+            self._follow_loops()
+
+    def _await_loop(self) -> bool:
+        """Wait until a `CallerLoop` runs; `False` once the pool is closing."""
+        with self._lock:
+            # `_watcher_idle` is set before `_loop` is read, and `start_loop` reads it after
+            # setting `_loop`: a loop that starts now is seen here or wakes us.
+            self._watcher_idle = True
+            while self._loop is None and not self._stopping:
+                self._loop_started.wait()
+            self._watcher_idle = False
+            return not self._stopping
+
+    def _follow_loops(self) -> None:
+        """Sample the running `CallerLoop` (and the ones after it) and hand one over when
+        it stalls; return once no loop has run for `IDLE_SAMPLES` samples in a row, or the
+        pool closes. Not going idle between back-to-back batches spares their caller the
+        wake-up call; each sample takes the GIL, which costs the caller a thread switch, so
+        while tasks are short (a task or more per threshold) samples are further apart."""
+        loop: CallerLoop | None = None
+        seen = still = absent = 0
+        pauses = 1  # thresholds until the next sample
+        while absent < self.IDLE_SAMPLES:
             with self._lock:
-                # `_watcher_idle` is set before `_loop` is read, and `start_loop` reads it
-                # after setting `_loop`: a loop that starts now is seen or wakes us.
-                self._watcher_idle = True
-                while self._loop is None and not self._stopping:
-                    self._loop_started.wait()
-                self._watcher_idle = False
-                loop = self._loop
-                if self._stopping or loop is None:
+                if self._stopping:
                     return
-                seen = loop.progress()
-            still = 0  # samples in a row that found the loop where the one before did
-            while True:
-                time.sleep(self.blocking_threshold)
-                with self._lock:
-                    if self._loop is not loop:
-                        break
+                current = self._loop
+                if current is None or current.rest is not None:  # none, or handed over
+                    absent += current is None
+                    pauses = self.MOVING_PAUSES
+                elif current is not loop:  # a new batch: where it is now
+                    loop, seen, still, absent, pauses = current, current.progress(), 0, 0, 1
+                else:
+                    absent = 0
                     progress = loop.progress()
-                    still = still + 1 if progress == seen else 0
-                    if still == self.STALLED_SAMPLES:
-                        self._hand_over(loop)
-                        break
-                    seen = progress
+                    moved, seen = progress - seen, progress
+                    if moved:
+                        still, pauses = 0, self.MOVING_PAUSES if moved >= pauses else 1
+                    else:
+                        still, pauses = still + 1, 1
+                        if still == self.STALLED_SAMPLES:
+                            self._hand_over(loop)
+            time.sleep(self.blocking_threshold * pauses)
 
     def _hand_over(self, loop: CallerLoop) -> None:
         """Give every task of `loop` that the caller has not taken to the helpers (called
