@@ -368,7 +368,7 @@ class WorkSharingPool:
         """Give every task of `loop` that the caller has not taken to the helpers (called
         with the lock held, while the caller is stuck in one task)."""
         self._blocks[loop.kind] = True
-        untaken = list(loop.claims)  # one C call: the caller cannot take one meanwhile
+        untaken = list(loop.claims)  # each pair is taken once, here or by the caller
         if not untaken:  # the caller is in the batch's last task
             return
         positions = [position for position, _ in untaken]
