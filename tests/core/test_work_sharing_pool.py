@@ -111,12 +111,13 @@ def test_start_loop_refuses_a_kind_whose_last_batch_blocked(pool):
     threads_of(pool, 2, kind="step")
     loop = pool.start_loop(["a", "b"], lambda i: i, "step")
     assert loop is not None
+    results: list[str] = []
     try:
-        assert list(loop.claims) == [(0, "a"), (1, "b")]
-        loop.results[:] = ["A", "B"]
+        results = [item.upper() for item in loop.claims]
+        assert loop.taken() == 2
     finally:
-        assert pool.finish_loop(loop) is False  # nothing was handed over
-    assert loop.results == ["A", "B"]
+        assert pool.finish_loop(loop, results) is False  # nothing was handed over
+    assert results == ["A", "B"]
 
 
 def test_close_stops_the_watcher_and_the_helpers():

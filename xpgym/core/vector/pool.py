@@ -30,9 +30,10 @@ from __future__ import annotations
 import functools
 import itertools
 import logging
+import operator
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
 __all__ = ["TIMED_OUT", "CallerLoop", "Failed", "WorkSharingPool"]
@@ -109,39 +110,35 @@ class _Batch:
         return len(self.finished) == self.n
 
 
-def _call_at(fn: Callable[[int], Any], positions: list[int], index: int) -> Any:
-    return fn(positions[index])
+def _call_at(fn: Callable[[int], Any], start: int, index: int) -> Any:
+    return fn(start + index)
 
 
 class CallerLoop:
     """A batch the calling thread runs as a plain loop, watched by the pool's watcher.
 
-    The caller takes ``(position, item)`` pairs from `claims` (an iterator over the items,
-    shared with the watcher) and stores the result of each at ``results[position]``; the
-    results start as a placeholder that is not a task's result. Taking a pair is one `next`
-    on a C iterator, so the watcher can take every pair the caller has not reached at once
-    (`WorkSharingPool` hands them to its helpers, which run ``fn(position)``).
+    The caller takes the items from `claims` (an iterator over them, shared with the
+    watcher) in order, and keeps the results of the items it took, in order, as a list of
+    its own: the loop can be a list comprehension, as in a sync vector env. Taking an item
+    is one `next` on a C iterator, so the watcher reads how many were taken from the
+    iterator's length hint and can take every item the caller has not reached at once
+    (`WorkSharingPool` hands them to its helpers, which run ``fn(position)``); the caller's
+    loop then ends, and `WorkSharingPool.finish_loop` appends their results to the caller's.
     """
 
-    __slots__ = ("claims", "fn", "frontier", "kind", "n", "rest", "results")
+    __slots__ = ("claims", "fn", "kind", "n", "rest")
 
-    def __init__(self, items: Sequence[Any], fn: Callable[[int], Any], kind: str) -> None:
-        self.claims: Iterator[tuple[int, Any]] = enumerate(items)
+    def __init__(self, items: list[Any] | range, fn: Callable[[int], Any], kind: str) -> None:
+        self.claims: Iterator[Any] = iter(items)
         self.fn = fn
         self.kind = kind
         self.n = len(items)
-        self.results: list[Any] = [_PENDING] * self.n
-        self.frontier = 0  # the results before it are all filled
-        # Set by the watcher when it hands tasks over: their positions and their batch.
-        self.rest: tuple[list[int], _Batch] | None = None
+        # Set by the watcher when it hands the untaken tasks over: their batch.
+        self.rest: _Batch | None = None
 
-    def progress(self) -> int:
-        """How many results, from the first, are filled (amortized O(1) per result)."""
-        results, k = self.results, self.frontier
-        while k < self.n and results[k] is not _PENDING:
-            k += 1
-        self.frontier = k
-        return k
+    def taken(self) -> int:
+        """How many items the caller (or the watcher) has taken from `claims`."""
+        return self.n - operator.length_hint(self.claims)
 
 
 class WorkSharingPool:
@@ -263,26 +260,27 @@ class WorkSharingPool:
         loop = self.start_loop(range(n), fn, kind) if timeout is None else None
         if loop is None:
             return self._run_shared(fn, n, timeout, kind)
-        results = loop.results
+        results: list[Any] = []
+        append = results.append
         try:
-            for index, _ in loop.claims:
+            for index in loop.claims:
                 try:
-                    results[index] = fn(index)
+                    append(fn(index))
                 except BaseException as exc:  # reported to the caller, like any failure
-                    results[index] = Failed(exc)
+                    append(Failed(exc))
         finally:
-            self.finish_loop(loop)
+            self.finish_loop(loop, results)
         return results
 
     def start_loop(
-        self, items: Sequence[Any], fn: Callable[[int], Any], kind: str
+        self, items: list[Any] | range, fn: Callable[[int], Any], kind: str
     ) -> CallerLoop | None:
         """Start a `CallerLoop` over `items` if the last batch of `kind` did not block, else
         return `None` (run the batch with `run`, on the shared path).
 
-        The caller then runs each pair it takes from ``loop.claims`` and stores the result
-        at its position in ``loop.results`` (or lets an exception propagate), and calls
-        `finish_loop` in any case (``try``/``finally``). ``fn(position)`` runs the task at
+        The caller then runs every item it takes from ``loop.claims``, collecting the
+        results in order in a list (or lets an exception propagate), and calls `finish_loop`
+        with that list in any case (``try``/``finally``). ``fn(position)`` runs the task at
         that position: the helpers call it for the tasks handed to them. No timeout: a
         batch with a timeout is shared.
         """
@@ -295,16 +293,15 @@ class WorkSharingPool:
                 self._loop_started.notify()
         return loop
 
-    def finish_loop(self, loop: CallerLoop) -> bool:
+    def finish_loop(self, loop: CallerLoop, results: list[Any]) -> bool:
         """End `loop` once the caller's own loop is over: if the watcher handed tasks to the
-        helpers, help run them, wait for them and put their results in ``loop.results``.
-        Returns whether it did (only then can a result be a `Failed`)."""
+        helpers, help run them, wait for them and append their results to `results` (the
+        caller's, in order). Returns whether it did (only then can a result be a `Failed`)."""
         with self._lock:
             self._loop = None
-            rest = loop.rest
-        if rest is None:
+            batch = loop.rest
+        if batch is None:
             return False
-        positions, batch = rest
         try:
             self._drain(batch, wake_helpers=False)
             if not batch.all_finished():
@@ -312,9 +309,7 @@ class WorkSharingPool:
         finally:
             with self._lock:
                 self._batch = None
-        results = loop.results
-        for position, result in zip(positions, batch.results, strict=True):
-            results[position] = result
+        results.extend(batch.results)
         return True
 
     def _watch_loops(self) -> None:
@@ -351,10 +346,10 @@ class WorkSharingPool:
                     absent += current is None
                     pauses = self.MOVING_PAUSES
                 elif current is not loop:  # a new batch: where it is now
-                    loop, seen, still, absent, pauses = current, current.progress(), 0, 0, 1
+                    loop, seen, still, absent, pauses = current, current.taken(), 0, 0, 1
                 else:
                     absent = 0
-                    progress = loop.progress()
+                    progress = loop.taken()
                     moved, seen = progress - seen, progress
                     if moved:
                         still, pauses = 0, self.MOVING_PAUSES if moved >= pauses else 1
@@ -368,18 +363,14 @@ class WorkSharingPool:
         """Give every task of `loop` that the caller has not taken to the helpers (called
         with the lock held, while the caller is stuck in one task)."""
         self._blocks[loop.kind] = True
-        untaken = list(loop.claims)  # each pair is taken once, here or by the caller
+        untaken = list(loop.claims)  # each item is taken once, here or by the caller
         if not untaken:  # the caller is in the batch's last task
             return
-        positions = [position for position, _ in untaken]
-        fn = loop.fn
+        start = loop.n - len(untaken)
         batch = _Batch(
-            functools.partial(_call_at, fn, positions),
-            len(positions),
-            watched=False,
-            kind=loop.kind,
+            functools.partial(_call_at, loop.fn, start), len(untaken), watched=False, kind=loop.kind
         )
-        loop.rest = (positions, batch)
+        loop.rest = batch
         self._batch = batch
         self._cond.notify()  # one helper; each wakes the next as it takes a task
 

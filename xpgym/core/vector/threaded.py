@@ -121,12 +121,11 @@ class ThreadVectorEnv(VectorEnv):
         if loop is None:
             results = pool.run(run_task, len(tasks), self.step_timeout, "step")
         else:  # steps have not been blocking: the loop a sync vector env runs
-            results = loop.results
+            results = []
             try:
-                for j, (i, action) in loop.claims:
-                    results[j] = subenvs[i].step(action)
+                results = [subenvs[i].step(action) for i, action in loop.claims]
             finally:
-                handed_over = pool.finish_loop(loop)
+                handed_over = pool.finish_loop(loop, results)
             if not handed_over:
                 return results
         if all(map(isinstance, results, itertools.repeat(tuple))):  # each one a step's result
