@@ -223,3 +223,13 @@ def test_the_tiny_models_cache_is_built_of_growing_layers(model):
         pytest.skip("this transformers has no layered caches")
     cache = _new_cache(model)
     assert [type(layer) for layer in cache.layers] == [_growing_layer()] * 2
+
+
+def test_the_first_row_starting_with_a_prompt_is_found_past_shorter_and_other_rows():
+    from xpgym.rollout.policies.hf_cache import _first_row_starting_with
+
+    rows = [(1, 2), (1, 2, 4, 3), (1, 2, 3), (1, 2, 3, 9), (5, 2, 3, 9)]
+    assert _first_row_starting_with(rows, (1, 2, 3)) == 2
+    assert _first_row_starting_with(rows, (2, 3)) is None
+    assert _first_row_starting_with(rows, (5,)) == 4
+    assert _first_row_starting_with(rows[:2], (1, 2, 3)) is None

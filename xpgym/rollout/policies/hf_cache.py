@@ -203,8 +203,8 @@ class CachedDecoder:
         matches: list[tuple[int, int] | None] = []
         for prompt in prompts:
             key = tuple(prompt)
-            within = next((i for i, row in enumerate(session.rows) if row[: len(key)] == key), None)
-            if within is not None and len(key) > 1:
+            within = _first_row_starting_with(session.rows, key) if len(key) > 1 else None
+            if within is not None:
                 matches.append((within, len(key) - 1))
                 continue
             matches.append(
@@ -230,6 +230,20 @@ class CachedDecoder:
             **self._keep_last,
         )
         return output.logits[:, -1], output[self._cache_arg]
+
+
+def _first_row_starting_with(rows: list[tuple[int, ...]], key: tuple[int, ...]) -> int | None:
+    """The index of the first of `rows` that starts with `key` (not empty), or `None`.
+
+    Rows that are too short or differ at the key's last token are passed over without
+    slicing: prompts share long prefixes (a system prompt, the template), so comparing
+    slices of every row would walk most of each prompt, for every pair of prompt and row.
+    """
+    n, last = len(key), key[-1]
+    for index, row in enumerate(rows):
+        if len(row) >= n and row[n - 1] == last and row[:n] == key:
+            return index
+    return None
 
 
 def _new_cache(model: Any) -> Any:
