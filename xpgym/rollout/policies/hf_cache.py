@@ -196,27 +196,16 @@ class CachedDecoder:
             return [None] * len(prompts)
         if session.mask.shape[1] > 2 * max(len(row) for row in session.rows):
             return [None] * len(prompts)  # too many holes: start a compact cache
-        by_length: dict[int, dict[tuple[int, ...], int]] = {}
-        for index, row in enumerate(session.rows):
-            by_length.setdefault(len(row), {})[row] = index
-        lengths = sorted(by_length, reverse=True)
+        by_end = _rows_by_length_and_end(session.rows)
+        lengths = sorted({n for n, _ in by_end}, reverse=True)
         matches: list[tuple[int, int] | None] = []
         for prompt in prompts:
             key = tuple(prompt)
             within = _first_row_starting_with(session.rows, key) if len(key) > 1 else None
             if within is not None:
                 matches.append((within, len(key) - 1))
-                continue
-            matches.append(
-                next(
-                    (
-                        (by_length[n][key[:n]], n)
-                        for n in lengths
-                        if n < len(key) and key[:n] in by_length[n]
-                    ),
-                    None,
-                )
-            )
+            else:
+                matches.append(_longest_row_before(by_end, lengths, key))
         return matches
 
     def _forward(self, input_ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
@@ -243,6 +232,37 @@ def _first_row_starting_with(rows: list[tuple[int, ...]], key: tuple[int, ...]) 
     for index, row in enumerate(rows):
         if len(row) >= n and row[n - 1] == last and row[:n] == key:
             return index
+    return None
+
+
+_RowsByEnd = dict[tuple[int, int | None], dict[tuple[int, ...], int]]
+
+
+def _rows_by_length_and_end(rows: list[tuple[int, ...]]) -> _RowsByEnd:
+    """`rows` grouped by ``(length, last token)`` (``None`` for an empty row), each group
+    mapping a row to its index (the last index of a row that occurs twice)."""
+    groups: _RowsByEnd = {}
+    for index, row in enumerate(rows):
+        groups.setdefault((len(row), row[-1] if row else None), {})[row] = index
+    return groups
+
+
+def _longest_row_before(
+    by_end: _RowsByEnd, lengths: list[int], key: tuple[int, ...]
+) -> tuple[int, int] | None:
+    """``(index, length)`` of the longest row that is a proper prefix of `key`, or `None`.
+
+    `by_end` is `_rows_by_length_and_end` of the rows and `lengths` their lengths, longest
+    first. Only the rows that end with the key's token at their length are compared: the
+    key's slice is taken and hashed for those lengths alone.
+    """
+    for n in lengths:
+        if n < len(key):
+            rows = by_end.get((n, key[n - 1] if n else None))
+            if rows is not None:
+                index = rows.get(key[:n])
+                if index is not None:
+                    return index, n
     return None
 
 
