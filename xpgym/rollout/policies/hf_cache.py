@@ -194,14 +194,18 @@ class CachedDecoder:
         prefill (module docstring, step 1), if any."""
         if session is None or session.weights != weights:
             return [None] * len(prompts)
-        if session.mask.shape[1] > 2 * max(len(row) for row in session.rows):
+        longest = max(len(row) for row in session.rows)
+        if session.mask.shape[1] > 2 * longest:
             return [None] * len(prompts)  # too many holes: start a compact cache
         by_end = _rows_by_length_and_end(session.rows)
         lengths = sorted({n for n, _ in by_end}, reverse=True)
         matches: list[tuple[int, int] | None] = []
         for prompt in prompts:
             key = tuple(prompt)
-            within = _first_row_starting_with(session.rows, key) if len(key) > 1 else None
+            # (most prompts are longer than every row: then no row starts with them)
+            within = (
+                _first_row_starting_with(session.rows, key) if 1 < len(key) <= longest else None
+            )
             if within is not None:
                 matches.append((within, len(key) - 1))
             else:
