@@ -110,15 +110,17 @@ class CachedDecoder:
         """Drop every cached row."""
         self._sessions.clear()
 
-    def decode(self, torch: Any, prompts: list[list[int]], slot: int) -> tuple[Any, Any]:
-        """``(tokens, logprobs)``, both ``[B, T]`` on the CPU, for `prompts` in batch `slot`.
+    def decode(
+        self, torch: Any, prompts: list[list[int]], slot: int, device: Any
+    ) -> tuple[Any, Any]:
+        """``(tokens, logprobs)``, both ``[B, T]`` on the CPU, for `prompts` in batch `slot`,
+        computed on `device` (the model's: ``model.device``, which the caller has read).
 
         Row ``b`` holds its ``T`` drawn tokens (``pad_token_id`` after it stopped) and their
         log-probs under the processed distribution. Call it inside ``torch.inference_mode``
         with the RNG seeded: the draws are ``torch.multinomial`` calls like ``generate``'s.
         """
         session = self._sessions.pop(slot, None)  # consumed: a failed call leaves no cache
-        device = self.model.device
         weights = tuple(p._version for p in self.model.parameters())
         matches = self._match(session, prompts, weights)
         if session is None or all(m is None for m in matches):
