@@ -18,10 +18,11 @@ first freezes what was built out of the garbage collector's reach
 * policy throughput: generated tokens per second of ``policy.generate``, and prompt tokens
   prefilled (all of every prompt without the cache, only the new ones with it);
 * where a rollout's time goes: the model (the decoding loop or ``model.generate``),
-  conversion (the rest of ``policy.generate``: encoding, matching prompts to the cache,
-  building `Generation`s), env (every call on the vector env), prompt building
+  cache matching (finding the cached row each prompt continues, inside the cached decoding
+  call), conversion (the rest of ``policy.generate``: encoding, seeding, building
+  `Generation`s), env (every call on the vector env), prompt building
   (`ChatPromptBuilder`), and the collector's own bookkeeping (the rest). "Overhead" is
-  env + prompt building + bookkeeping + conversion as a share of rollout time, in wall time
+  all but the model as a share of rollout time, in wall time
   and in the main thread's CPU time (a busy machine's other jobs stretch the wall time of
   whatever part is running when they take the core; the CPU time shares do not move with
   them).
@@ -114,6 +115,8 @@ class Mode:
         self.clock.wrap(
             decoder or self.policy, "decode" if decoder else "_generate_uncached", "model"
         )
+        if decoder:  # xpgym's own work inside the decoding call: not the model's
+            self.clock.wrap(decoder, "_match", "cache matching")
         # `extend` calls `extend_many` (the collector calls it directly): wrapped once
         self.clock.wrap(self.collector.prompt_builder, "start", "prompt building")
         self.clock.wrap(self.collector.prompt_builder, "extend_many", "prompt building")
@@ -171,8 +174,10 @@ class Mode:
 
 def _parts(seconds: dict[str, float], rollout_s: float) -> dict[str, float]:
     """Where a rollout's `rollout_s` went, from the clock's per-key `seconds`."""
+    matching = seconds.get("cache matching", 0.0)
     parts = {
-        "model": seconds["model"],
+        "model": seconds["model"] - matching,
+        "cache matching": matching,
         "conversion": seconds["generate"] - seconds["model"],
         "env": seconds.get("env", 0.0),
         "prompt building": seconds.get("prompt building", 0.0),

@@ -223,3 +223,26 @@ def test_the_tiny_models_cache_is_built_of_growing_layers(model):
         pytest.skip("this transformers has no layered caches")
     cache = _new_cache(model)
     assert [type(layer) for layer in cache.layers] == [_growing_layer()] * 2
+
+
+def test_the_first_row_starting_with_a_prompt_is_found_past_shorter_and_other_rows():
+    from xpgym.rollout.policies.hf_cache import _first_row_starting_with
+
+    rows = [(1, 2), (1, 2, 4, 3), (1, 2, 3), (1, 2, 3, 9), (5, 2, 3, 9)]
+    assert _first_row_starting_with(rows, (1, 2, 3)) == 2
+    assert _first_row_starting_with(rows, (2, 3)) is None
+    assert _first_row_starting_with(rows, (5,)) == 4
+    assert _first_row_starting_with(rows[:2], (1, 2, 3)) is None
+
+
+def test_the_longest_row_that_a_prompt_extends_is_found_among_rows_of_every_length():
+    from xpgym.rollout.policies.hf_cache import _longest_row_before, _rows_by_length_and_end
+
+    rows = [(1, 2), (1, 2, 3), (1, 2, 3, 4), (1, 2, 9), (1, 2, 3), ()]
+    by_end = _rows_by_length_and_end(rows)
+    lengths = sorted({n for n, _ in by_end}, reverse=True)
+    assert _longest_row_before(by_end, lengths, (1, 2, 3, 4, 5)) == (2, 4)
+    assert _longest_row_before(by_end, lengths, (1, 2, 3, 4)) == (4, 3)  # the last of twins
+    assert _longest_row_before(by_end, lengths, (1, 2, 9, 9)) == (3, 3)
+    assert _longest_row_before(by_end, lengths, (1, 5)) == (5, 0)  # the empty row
+    assert _longest_row_before(_rows_by_length_and_end(rows[:5]), lengths, (7, 2, 3)) is None

@@ -202,6 +202,22 @@ def test_hf_top_k_logprobs_are_renormalised_over_the_kept_tokens(model, tokenize
     assert generation.logprobs == pytest.approx(expected, abs=1e-4)
 
 
+def test_hf_call_seeds_are_numpys_seed_sequence_words():
+    import numpy as np
+
+    from xpgym.rollout.policies.hf import _call_seed
+
+    rng = np.random.default_rng(0)
+    cases = [(0, 0), (7, 1), (2**32 - 1, 2**32), (2**64 + 3, 2**33), (2**130 + 1, 9), (3, 2**96)]
+    cases += [(int(rng.integers(2**63)), int(rng.integers(2**20))) for _ in range(500)]
+    for seed, call in cases:
+        want = int(np.random.SeedSequence([seed, call]).generate_state(1)[0])
+        assert _call_seed(seed, call) == want, (seed, call)
+    for seed, call in ((-1, 0), (0, -1)):
+        with pytest.raises(ValueError, match="expected non-negative integer"):
+            _call_seed(seed, call)
+
+
 def test_hf_sampling_is_reproducible_per_seed_and_leaves_the_global_rng_alone(model, tokenizer):
     state = torch.get_rng_state()
     first = hf(model, tokenizer, seed=7).generate(["abc", "def"])

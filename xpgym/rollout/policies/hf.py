@@ -42,14 +42,16 @@ when the model's weights change, so it holds at most one batch (`clear_cache` fr
 ``model.generate`` on whole prompts instead.
 
 Randomness: call ``k`` of `generate` seeds torch's RNG with a value derived from ``(seed,
-k)`` inside ``torch.random.fork_rng``, so the global RNG state is untouched and the same
-sequence of calls gives the same samples. A row's sample depends on the other rows of its
-batch (one multinomial draw per step for the whole batch). The policy is not meant to be used
-from several threads at once; calls are serialised by a lock.
+k)`` inside ``torch.random.fork_rng`` (on a CPU: with the CPU generator's state saved and
+restored around the call, what ``fork_rng`` does there), so the global RNG state is
+untouched and the same sequence of calls gives the same samples. A row's sample depends on
+the other rows of its batch (one multinomial draw per step for the whole batch). The policy
+is not meant to be used from several threads at once; calls are serialised by a lock.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Iterable, Mapping, Sequence
@@ -268,20 +270,22 @@ class HFPolicy:
         return out
 
     def _generate_batch(self, prompts: list[list[int]], slot: int) -> list[Generation]:
-        torch = import_optional("torch", needed_by="HFPolicy", install='pip install "xpgym[torch]"')
+        torch = _torch()
         device = self.model.device
-        call_seed = int(np.random.SeedSequence([self.seed, self._calls]).generate_state(1)[0])
+        call_seed = _call_seed(self.seed, self._calls)
         self._calls += 1
-        devices = [device] if device.type == "cuda" else []
-        with torch.random.fork_rng(devices=devices), torch.inference_mode():
-            if devices:
+        if device.type == "cuda":
+            with torch.random.fork_rng(devices=[device]):
                 torch.manual_seed(call_seed)
-            else:  # the CPU generator only: what torch.manual_seed seeds here, 100x cheaper
-                torch.default_generator.manual_seed(call_seed)
-            if self._decoder is not None:
-                new_tokens, token_logprobs = self._decoder.decode(torch, prompts, slot)
-            else:
-                new_tokens, token_logprobs = self._generate_uncached(torch, prompts)
+                new_tokens, token_logprobs = self._decode(torch, prompts, slot, device)
+        else:  # what fork_rng and torch.manual_seed do for the CPU generator alone, cheaper
+            generator = torch.default_generator
+            state = generator.get_state()
+            try:
+                generator.manual_seed(call_seed)
+                new_tokens, token_logprobs = self._decode(torch, prompts, slot, device)
+            finally:
+                generator.set_state(state)
         stops = set(self.stop_token_ids)
         return [
             self._to_generation(prompt, tokens, logprobs, stops)
@@ -290,9 +294,21 @@ class HFPolicy:
             )
         ]
 
-    def _generate_uncached(self, torch: Any, prompts: list[list[int]]) -> tuple[Any, Any]:
-        """``model.generate`` on the left-padded prompts: ``(tokens, logprobs)``, ``[B, T]``."""
-        device = self.model.device
+    def _decode(
+        self, torch: Any, prompts: list[list[int]], slot: int, device: Any
+    ) -> tuple[Any, Any]:
+        """``(tokens, logprobs)``, ``[B, T]`` on the CPU, for batch `slot` of `prompts` on the
+        model's `device`, cached or not, with torch's RNG seeded for the call."""
+        with torch.inference_mode():
+            if self._decoder is not None:
+                return self._decoder.decode(torch, prompts, slot, device)
+            return self._generate_uncached(torch, prompts, device)
+
+    def _generate_uncached(
+        self, torch: Any, prompts: list[list[int]], device: Any
+    ) -> tuple[Any, Any]:
+        """``model.generate`` on the left-padded prompts, on the model's `device`: ``(tokens,
+        logprobs)``, ``[B, T]``."""
         width = max(len(p) for p in prompts)
         input_ids = torch.full((len(prompts), width), self.pad_token_id, dtype=torch.long)
         attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
@@ -359,6 +375,67 @@ class HFPolicy:
         return (
             f"HFPolicy({type(self.model).__name__}, max_new_tokens={self.max_new_tokens}, {mode})"
         )
+
+
+# numpy's SeedSequence constants (numpy/random/bit_generator.pyx): 32-bit words throughout
+_MASK32 = 0xFFFFFFFF
+_INIT_A, _MULT_A = 0x43B0D7E5, 0x931E8875
+_INIT_B, _MULT_B = 0x8B51F9DD, 0x58F38DED
+_MIX_L, _MIX_R = 0xCA01F9DD, 0x4973F715
+_POOL_PAIRS = [(src, dst) for src in range(4) for dst in range(4) if src != dst]
+
+
+def _call_seed(seed: int, call: int) -> int:
+    """``int(np.random.SeedSequence([seed, call]).generate_state(1)[0])``, the seed of call
+    `call`, computed in Python: the same value (tested against numpy). Between the model's
+    calls (cold caches) numpy's arrays and checks cost 200-600 us a call in the CPU demo,
+    this 60-80 us.
+
+    Raises:
+        ValueError: `seed` or `call` is negative (numpy's message).
+    """
+    entropy = _uint32_words(seed) + _uint32_words(call)
+    pool = [0] * 4  # SeedSequence's pool of 4 words
+    hash_a = _INIT_A
+
+    def hashmix(value: int) -> int:
+        nonlocal hash_a
+        value ^= hash_a
+        hash_a = (hash_a * _MULT_A) & _MASK32
+        value = (value * hash_a) & _MASK32
+        return value ^ (value >> 16)
+
+    def mix(x: int, y: int) -> int:
+        value = (_MIX_L * x - _MIX_R * y) & _MASK32
+        return value ^ (value >> 16)
+
+    for i in range(4):
+        pool[i] = hashmix(entropy[i] if i < len(entropy) else 0)
+    for src, dst in _POOL_PAIRS:
+        pool[dst] = mix(pool[dst], hashmix(pool[src]))
+    for word in entropy[4:]:
+        for dst in range(4):
+            pool[dst] = mix(pool[dst], hashmix(word))
+    value = ((pool[0] ^ _INIT_B) * ((_INIT_B * _MULT_B) & _MASK32)) & _MASK32  # state word 0
+    return value ^ (value >> 16)
+
+
+def _uint32_words(n: int) -> list[int]:
+    """`n` as SeedSequence reads an int: 32-bit words, least significant first (0: ``[0]``)."""
+    if n < 0:
+        raise ValueError("expected non-negative integer")
+    words = [n & _MASK32]
+    n >>= 32
+    while n:
+        words.append(n & _MASK32)
+        n >>= 32
+    return words
+
+
+@functools.cache
+def _torch() -> Any:
+    """torch, imported at the first call (this module does not import it)."""
+    return import_optional("torch", needed_by="HFPolicy", install='pip install "xpgym[torch]"')
 
 
 def _uncached_reasons(model: Any, generation_kwargs: Mapping[str, Any]) -> list[str]:

@@ -110,15 +110,17 @@ class CachedDecoder:
         """Drop every cached row."""
         self._sessions.clear()
 
-    def decode(self, torch: Any, prompts: list[list[int]], slot: int) -> tuple[Any, Any]:
-        """``(tokens, logprobs)``, both ``[B, T]`` on the CPU, for `prompts` in batch `slot`.
+    def decode(
+        self, torch: Any, prompts: list[list[int]], slot: int, device: Any
+    ) -> tuple[Any, Any]:
+        """``(tokens, logprobs)``, both ``[B, T]`` on the CPU, for `prompts` in batch `slot`,
+        computed on `device` (the model's: ``model.device``, which the caller has read).
 
         Row ``b`` holds its ``T`` drawn tokens (``pad_token_id`` after it stopped) and their
         log-probs under the processed distribution. Call it inside ``torch.inference_mode``
         with the RNG seeded: the draws are ``torch.multinomial`` calls like ``generate``'s.
         """
         session = self._sessions.pop(slot, None)  # consumed: a failed call leaves no cache
-        device = self.model.device
         weights = tuple(p._version for p in self.model.parameters())
         matches = self._match(session, prompts, weights)
         if session is None or all(m is None for m in matches):
@@ -194,29 +196,22 @@ class CachedDecoder:
         prefill (module docstring, step 1), if any."""
         if session is None or session.weights != weights:
             return [None] * len(prompts)
-        if session.mask.shape[1] > 2 * max(len(row) for row in session.rows):
+        longest = max(len(row) for row in session.rows)
+        if session.mask.shape[1] > 2 * longest:
             return [None] * len(prompts)  # too many holes: start a compact cache
-        by_length: dict[int, dict[tuple[int, ...], int]] = {}
-        for index, row in enumerate(session.rows):
-            by_length.setdefault(len(row), {})[row] = index
-        lengths = sorted(by_length, reverse=True)
+        by_end = _rows_by_length_and_end(session.rows)
+        lengths = sorted({n for n, _ in by_end}, reverse=True)
         matches: list[tuple[int, int] | None] = []
         for prompt in prompts:
             key = tuple(prompt)
-            within = next((i for i, row in enumerate(session.rows) if row[: len(key)] == key), None)
-            if within is not None and len(key) > 1:
-                matches.append((within, len(key) - 1))
-                continue
-            matches.append(
-                next(
-                    (
-                        (by_length[n][key[:n]], n)
-                        for n in lengths
-                        if n < len(key) and key[:n] in by_length[n]
-                    ),
-                    None,
-                )
+            # (most prompts are longer than every row: then no row starts with them)
+            within = (
+                _first_row_starting_with(session.rows, key) if 1 < len(key) <= longest else None
             )
+            if within is not None:
+                matches.append((within, len(key) - 1))
+            else:
+                matches.append(_longest_row_before(by_end, lengths, key))
         return matches
 
     def _forward(self, input_ids: Any, mask: Any, positions: Any, cache: Any) -> tuple[Any, Any]:
@@ -230,6 +225,51 @@ class CachedDecoder:
             **self._keep_last,
         )
         return output.logits[:, -1], output[self._cache_arg]
+
+
+def _first_row_starting_with(rows: list[tuple[int, ...]], key: tuple[int, ...]) -> int | None:
+    """The index of the first of `rows` that starts with `key` (not empty), or `None`.
+
+    Rows that are too short or differ at the key's last token are passed over without
+    slicing: prompts share long prefixes (a system prompt, the template), so comparing
+    slices of every row would walk most of each prompt, for every pair of prompt and row.
+    """
+    n, last = len(key), key[-1]
+    for index, row in enumerate(rows):
+        if len(row) >= n and row[n - 1] == last and row[:n] == key:
+            return index
+    return None
+
+
+_RowsByEnd = dict[tuple[int, int | None], dict[tuple[int, ...], int]]
+
+
+def _rows_by_length_and_end(rows: list[tuple[int, ...]]) -> _RowsByEnd:
+    """`rows` grouped by ``(length, last token)`` (``None`` for an empty row), each group
+    mapping a row to its index (the last index of a row that occurs twice)."""
+    groups: _RowsByEnd = {}
+    for index, row in enumerate(rows):
+        groups.setdefault((len(row), row[-1] if row else None), {})[row] = index
+    return groups
+
+
+def _longest_row_before(
+    by_end: _RowsByEnd, lengths: list[int], key: tuple[int, ...]
+) -> tuple[int, int] | None:
+    """``(index, length)`` of the longest row that is a proper prefix of `key`, or `None`.
+
+    `by_end` is `_rows_by_length_and_end` of the rows and `lengths` their lengths, longest
+    first. Only the rows that end with the key's token at their length are compared: the
+    key's slice is taken and hashed for those lengths alone.
+    """
+    for n in lengths:
+        if n < len(key):
+            rows = by_end.get((n, key[n - 1] if n else None))
+            if rows is not None:
+                index = rows.get(key[:n])
+                if index is not None:
+                    return index, n
+    return None
 
 
 def _new_cache(model: Any) -> Any:
