@@ -189,7 +189,9 @@ def test_cache_layers_grow_in_place_and_return_what_transformers_layers_return()
         pytest.skip("this transformers has no layered caches")
     growing, dynamic = growing_class(), cache_utils.DynamicLayer()
     generator = torch.Generator().manual_seed(0)
-    buffers = []
+    # The buffers the keys have lived in so far. Held (not only their addresses), so that a
+    # freed buffer's address cannot come back as a new buffer's and be counted once.
+    buffers: list[torch.Tensor] = []
 
     def update(width: int) -> None:
         batch = growing.keys.shape[0] if growing.get_seq_length() else 3
@@ -197,8 +199,8 @@ def test_cache_layers_grow_in_place_and_return_what_transformers_layers_return()
         got, want = growing.update(keys, values), dynamic.update(keys, values)
         assert all(torch.equal(g, w) for g, w in zip(got, want, strict=True))
         assert growing.get_seq_length() == dynamic.get_seq_length()
-        if growing.keys.data_ptr() not in buffers:
-            buffers.append(growing.keys.data_ptr())
+        if growing.keys.data_ptr() not in [held.data_ptr() for held in buffers]:
+            buffers.append(growing.keys)
 
     for width in (5, 1, 1, 1, 7, 1):  # room for 5, then 10 (doubled), then 16
         update(width)
