@@ -280,10 +280,12 @@ def test_server_exception_and_unknown_function_are_error_observations(
 def test_call_timeout_is_an_error_observation_and_the_session_survives(
     toolset: MCPToolset,
 ) -> None:
-    result = toolset.call("sleep", {"seconds": HANG_GUARD_S}, timeout_s=0.3)
+    # The probe that tells a slow call from a stuck server is bounded by the call's timeout:
+    # 1.5 s, so that a server on a busy machine (an HTTP round trip) answers it in time.
+    result = toolset.call("sleep", {"seconds": HANG_GUARD_S}, timeout_s=1.5)
     assert not result.ok
     assert result.info["exit_reason"] == "timeout"
-    assert result.observation == "Tool 'sleep' timed out after 0.3 s."
+    assert result.observation == "Tool 'sleep' timed out after 1.5 s."
     assert rows(toolset.call("query", {"sql": "SELECT 3"})) == ["3"]
 
 
