@@ -7,22 +7,22 @@ import importlib.util
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+from script_modules import script_module
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "import_graph.py"
 
 
-def _import_graph_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture(scope="module")
+def graph() -> Iterator[ModuleType]:
+    """``scripts/import_graph.py`` as a module."""
+    with script_module("import_graph") as module:
+        yield module
 
 
 def test_the_package_keeps_its_dependency_rules() -> None:
@@ -32,8 +32,7 @@ def test_the_package_keeps_its_dependency_rules() -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
-def test_the_checker_names_each_broken_floor_rule() -> None:
-    graph = _import_graph_script()
+def test_the_checker_names_each_broken_floor_rule(graph: ModuleType) -> None:
     planted = {
         "xpgym.core.trajectory": {"xpgym.core.wrappers.observation", "xpgym.core.env"},
         "xpgym.core.x": {"xpgym.rollout.collector"},
@@ -63,15 +62,13 @@ def test_the_checker_names_each_broken_floor_rule() -> None:
     ]
 
 
-def test_a_package_without_a_rule_is_named() -> None:
-    graph = _import_graph_script()
+def test_a_package_without_a_rule_is_named(graph: ModuleType) -> None:
     assert graph.broken_rules({"xpgym.newpackage.m": set()}) == [
         "xpgym.newpackage has no rule in ALLOWED"
     ]
 
 
-def test_the_checker_names_every_import_circle() -> None:
-    graph = _import_graph_script()
+def test_the_checker_names_every_import_circle(graph: ModuleType) -> None:
     planted = {
         "xpgym.core.a": {"xpgym.core.b"},
         "xpgym.core.b": {"xpgym.core.c"},
@@ -90,9 +87,8 @@ def test_the_checker_names_every_import_circle() -> None:
 
 
 def test_an_import_of_a_package_name_is_an_import_of_the_package_not_its_submodules(
-    tmp_path: Path,
+    graph: ModuleType, tmp_path: Path
 ) -> None:
-    graph = _import_graph_script()
     source = tmp_path / "m.py"
     source.write_text("from xpgym.core import chat, registry\nfrom xpgym.core.env import Env\n")
     known = {"xpgym.core", "xpgym.core.chat", "xpgym.core.registry", "xpgym.core.env"}

@@ -2,30 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "bench_vs_gem.py"
+from script_modules import script_module
 
 
 @pytest.fixture(scope="module")
 def bench() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("bench_vs_gem", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while defining
-    try:
-        spec.loader.exec_module(module)
+    with script_module("bench_vs_gem") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 def fake_results(bench: ModuleType) -> dict[str, Any]:

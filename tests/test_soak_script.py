@@ -11,22 +11,15 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from script_modules import SCRIPTS, script_module
 
-SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "soak.py"
+SCRIPT = SCRIPTS / "soak.py"
 
 
 @pytest.fixture(scope="module")
 def soak() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("soak", SCRIPT)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with script_module("soak") as module:
         yield module
-    finally:
-        del sys.modules[spec.name]
 
 
 def flat_samples(soak: ModuleType, n: int) -> list[dict[str, float]]:
