@@ -280,12 +280,12 @@ def test_server_exception_and_unknown_function_are_error_observations(
 def test_call_timeout_is_an_error_observation_and_the_session_survives(
     toolset: MCPToolset,
 ) -> None:
-    # The probe that tells a slow call from a stuck server is bounded by the call's timeout:
-    # 1.5 s, so that a server on a busy machine (an HTTP round trip) answers it in time.
-    result = toolset.call("sleep", {"seconds": HANG_GUARD_S}, timeout_s=1.5)
+    # The probe that tells a slow call from a stuck server gets at least 1 s, more than this
+    # call's timeout: a server on a busy machine (an HTTP round trip) answers it in time.
+    result = toolset.call("sleep", {"seconds": HANG_GUARD_S}, timeout_s=0.3)
     assert not result.ok
     assert result.info["exit_reason"] == "timeout"
-    assert result.observation == "Tool 'sleep' timed out after 1.5 s."
+    assert result.observation == "Tool 'sleep' timed out after 0.3 s."
     assert rows(toolset.call("query", {"sql": "SELECT 3"})) == ["3"]
 
 
@@ -630,3 +630,9 @@ def test_sample_store_is_deterministic_and_not_overwritten(tmp_path: Path) -> No
         build_sample_store(path)
     assert build_sample_store(path, overwrite=True) == path
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.db"]  # no partial files left
+
+
+def test_the_probe_after_a_timed_out_call_gets_between_one_and_five_seconds() -> None:
+    from xpgym.core.tools.mcp import _probe_bound
+
+    assert [_probe_bound(t) for t in (0.05, 0.3, 1.0, 2.5, 5.0, 60.0)] == [1, 1, 1, 2.5, 5, 5]

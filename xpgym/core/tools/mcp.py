@@ -55,7 +55,9 @@ be started or reached, so a misconfigured env fails when it is built.
 A call that times out could be the model's (a query that runs too long) or the server's (a
 hung or stopped process). To tell them apart the toolset then *probes* the session: it asks
 the server for its function list (``tools/list``, bypassing the SDK's cache; MCP's ``ping``
-is gone from the 2026-07-28 protocol), bounded by ``min(5 s, timeout)``. If the server
+is gone from the 2026-07-28 protocol), bounded by ``min(5 s, max(1 s, timeout))`` (at least
+1 s: on a busy machine a healthy server's answer can take longer than a short call's
+timeout, and a missed probe gives the session up). If the server
 answers, the call's ``exit_reason`` is ``"timeout"`` (the call's failure); if not, it is
 ``"unresponsive"``, with the marker, and the session is given up (see below). So a timed-out
 call returns after at most its timeout + 1 s + the probe bound. A call that raised something
@@ -132,6 +134,8 @@ SESSION_META_KEY = "xpgym/session"
 _TRUNCATED = " ... [truncated]"
 _PROBE_TIMEOUT_S = 5.0
 """Upper bound of the probe after a timed-out call (module docstring, "Errors")."""
+_PROBE_FLOOR_S = 1.0
+"""Lower bound of that probe, whatever the call's timeout."""
 _GRACE_S = 5.0
 """Slack of the waits across threads over the bounds the loop keeps itself."""
 _thread_ids = itertools.count(1)
@@ -521,8 +525,8 @@ class MCPToolset:
 
     async def _responds(self, session: _Session, timeout: float) -> bool:
         """Runs on the loop: whether the server answers ``tools/list`` within
-        ``min(5 s, timeout)``; if not, `session` is lost (module docstring, "Errors")."""
-        bound = min(_PROBE_TIMEOUT_S, timeout)
+        `_probe_bound(timeout)` s; if not, `session` is lost (module docstring, "Errors")."""
+        bound = _probe_bound(timeout)
         try:
             await asyncio.wait_for(session.client.list_tools(cache_mode="bypass"), bound)
         except Exception as exc:
@@ -625,7 +629,7 @@ class MCPToolset:
             return _closed(name)
         bound = (
             timeout
-            + min(_PROBE_TIMEOUT_S, timeout)
+            + _probe_bound(timeout)
             + self.reconnect_attempts * self.connect_timeout_s
             + _GRACE_S
         )
@@ -794,6 +798,11 @@ def _describe(exc: BaseException | None) -> str:
         return "; ".join(_describe(e) for e in group)
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _probe_bound(timeout: float) -> float:
+    """Seconds the probe after a call with `timeout` may take: ``min(5 s, max(1 s, timeout))``."""
+    return min(_PROBE_TIMEOUT_S, max(_PROBE_FLOOR_S, timeout))
 
 
 def _timeout(name: str, timeout: float) -> ToolResult:
