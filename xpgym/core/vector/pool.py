@@ -288,7 +288,7 @@ class WorkSharingPool:
             return None
         loop = CallerLoop(items, fn, kind)
         self._loop = loop
-        if self._watcher_idle:  # read after `_loop` is set: see `_watch_loops`
+        if self._watcher_idle:  # read after `_loop` is set: see `_await_loop`
             with self._lock:
                 self._loop_started.notify()
         return loop
@@ -303,9 +303,7 @@ class WorkSharingPool:
         if batch is None:
             return False
         try:
-            self._drain(batch, wake_helpers=False)
-            if not batch.all_finished():
-                batch.done.wait()
+            self._help_and_wait(batch)
         finally:
             with self._lock:
                 self._batch = None
@@ -383,14 +381,19 @@ class WorkSharingPool:
             self._batch = batch
             self._cond.notify(n if timeout is not None else 1)
         if timeout is None:
-            self._drain(batch, wake_helpers=False)
-            if not batch.all_finished():
-                batch.done.wait()
+            self._help_and_wait(batch)
         else:
             self._watch(batch, timeout)
         with self._cond:
             self._batch = None
         return batch.results
+
+    def _help_and_wait(self, batch: _Batch) -> None:
+        """The caller's part of a published batch without a timeout: run tasks of it with the
+        helpers, then wait until every task has finished."""
+        self._drain(batch, wake_helpers=False)
+        if not batch.all_finished():
+            batch.done.wait()
 
     def _watch(self, batch: _Batch, timeout: float) -> None:
         while not batch.done.is_set():
