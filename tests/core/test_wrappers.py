@@ -789,6 +789,22 @@ def test_stack_enforces_the_env_lifecycle():
         env.step(3)  # type: ignore[arg-type]
 
 
+def test_the_reset_check_forwards_seed_options_and_any_extra_argument():
+    class Recording(ScriptedEnv):
+        def reset(self, *args: Any, seed: int | None = None, options: Any = None, **extra: Any):
+            self.got = (args, seed, options, extra)
+            return super().reset(seed=seed, options=options)
+
+    env = Recording()
+    env.reset()
+    assert env.got == ((), None, None, {})
+    env.reset(seed=3, options={"k": 1})
+    assert env.got == ((), 3, {"k": 1}, {})
+    env.reset("positional", seed=4, level=2)
+    assert env.got == (("positional",), 4, None, {"level": 2})
+    env.step("x")  # the check marked each reset's episode as running
+
+
 def test_available_actions_defaults_to_none_and_wrappers_forward_it():
     class Listing(ScriptedEnv):
         def available_actions(self) -> list[str]:

@@ -200,8 +200,15 @@ def _enforce_step(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
 
 def _enforce_reset(reset: Callable[..., tuple[Any, dict]]) -> Callable[..., tuple[Any, dict]]:
     @functools.wraps(reset)
-    def checked_reset(self: Env, *args: Any, **kwargs: Any) -> tuple[Any, dict]:
-        result = reset(self, *args, **kwargs)
+    def checked_reset(
+        self: Env, *args: Any, seed: Any = None, options: Any = None, **extra: Any
+    ) -> tuple[Any, dict]:
+        # `seed` and `options` by name: forwarding them through ``**kwargs`` builds and
+        # unpacks a dict per reset (0.2 us, a tenth of a cheap env's reset).
+        if args or extra:
+            result = reset(self, *args, seed=seed, options=options, **extra)
+        else:
+            result = reset(self, seed=seed, options=options)
         self._xpgym_running = True
         return result
 

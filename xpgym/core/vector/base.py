@@ -267,6 +267,8 @@ class VectorEnv:
         self.metadata: dict[str, Any] = {"autoreset_mode": self.autoreset_mode}
         self.closed = False
         self._observations: list[Any] = [None] * self.num_envs
+        # The indices of a step of every sub-env (never mutated): `step` tests identity.
+        self._every_index = list(range(self.num_envs))
         # Sub-envs whose last step ended their episode: the next step resets them
         # (NEXT_STEP, and SAME_STEP after a failed reset) or refuses them (DISABLED).
         # Sets, not arrays: `step` tests membership per sub-env, and both are usually empty.
@@ -299,10 +301,10 @@ class VectorEnv:
     ) -> tuple[list[StepResult], dict[int, StepResult]]:
         """Add to `resets` the reset of each sub-env whose step (not a reset in place of one)
         ended its episode and that `resets` has no reset for; return `(results, resets)`."""
-        # Only a step that terminated or truncated can have ended its episode: usually few.
-        flagged = [j for j, result in enumerate(results) if result[2] or result[3]]
         ended = [
-            j for j in flagged if step_ended_episode(tasks[j][1], results[j]) and j not in resets
+            j
+            for j, result in enumerate(results)
+            if (result[2] or result[3]) and tasks[j][1] is not None and j not in resets
         ]
         if ended:
             reset_results = self._run_steps([(tasks[j][0], None) for j in ended])
@@ -390,28 +392,27 @@ class VectorEnv:
             results, resets = self._run_steps_and_resets(tasks)
         else:
             results, resets = self._run_steps(tasks), {}
-        for (i, action), result in zip(tasks, results, strict=True):
-            observations[i] = result[0]
-            if result[2] or result[3]:  # terminated or truncated
-                finished.add(i)
-            elif action is None:  # reset in place of a step: its episode runs again
-                finished.discard(i)
+        if not results:  # an empty mapping steps nothing
+            return [], np.zeros(0, np.float64), np.zeros(0, np.bool_), np.zeros(0, np.bool_), []
+        if finished:  # a reset in place of a step starts the episode again (unless it failed)
+            finished.difference_update([i for i, action in tasks if action is None])
+        finished.update([indices[j] for j, result in enumerate(results) if result[2] or result[3]])
         for j, reset in resets.items():
-            reset_obs, _, _, reset_failed, reset_info = reset
-            if reset_failed:  # report the failed reset; the next step resets again
+            if reset[3]:  # the reset failed: report it; the next step resets again
                 results[j] = reset
                 continue
             obs, reward, terminated, truncated, info = results[j]
-            same_step_info = {**reset_info, "final_obs": obs, "final_info": info}
+            same_step_info = {**reset[4], "final_obs": obs, "final_info": info}
             if "error" in info:  # a failed step stays as visible as in the other modes
                 same_step_info["error"] = info["error"]
-            results[j] = (reset_obs, reward, terminated, truncated, same_step_info)
-            observations[indices[j]] = reset_obs
+            results[j] = (reset[0], reward, terminated, truncated, same_step_info)
             finished.discard(indices[j])
-
-        if not results:  # an empty mapping steps nothing
-            return [], np.zeros(0, np.float64), np.zeros(0, np.bool_), np.zeros(0, np.bool_), []
         obs, rewards, terminations, truncations, infos = zip(*results, strict=True)
+        if indices is self._every_index:
+            observations[:] = obs
+        else:
+            for i, observation in zip(indices, obs, strict=True):
+                observations[i] = observation
         return (
             list(obs),
             np.array(rewards, dtype=np.float64),
@@ -544,7 +545,7 @@ class VectorEnv:
                     f"step() takes {self.num_envs} actions or a {{index: action}} mapping, "
                     f"got {actions!r:.80}"
                 )
-            indices, action_list = list(range(self.num_envs)), list(actions)
+            indices, action_list = self._every_index, list(actions)
         if not all(map(isinstance, action_list, itertools.repeat(str))):
             not_str = [
                 i for i, a in zip(indices, action_list, strict=True) if not isinstance(a, str)
