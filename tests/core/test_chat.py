@@ -7,6 +7,7 @@ import functools
 import logging
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -524,6 +525,42 @@ def test_a_tokenizer_without_batched_calls_is_asked_text_by_text() -> None:
     prompt = builder.start("Guess.")
     turns = [(prompt, [7], observation) for observation in ("lower", "higher", "right")]
     assert builder.extend_many(turns) == [alone.extend(*turn) for turn in turns]
+
+
+def test_builder_prompts_are_plain_int_lists_whatever_ints_come_in() -> None:
+    tok = bpe_tokenizer("chatml")
+    builder = ChatPromptBuilder(tok)
+    prompt = builder.start("Guess.")
+    response = np.array([*tok.encode("5", add_special_tokens=False), tok.eos_token_id])
+    extended = builder.extend(prompt, response, "lower")
+    assert type(extended) is list
+    assert {type(t) for t in extended} == {int}
+    assert extended[: len(prompt) + len(response)] == [*prompt, *response.tolist()]
+
+
+@pytest.mark.parametrize(
+    ("response", "error", "match"),
+    [
+        ([3, -1], ValueError, r"response_ids must be token ids in \[0, 2\*\*64\)"),
+        ([3, "7"], TypeError, "response_ids must be integer token ids"),
+    ],
+)
+def test_builder_refuses_a_response_that_is_not_token_ids(
+    response: list[Any], error: type[Exception], match: str
+) -> None:
+    builder = ChatPromptBuilder(bpe_tokenizer("chatml"))
+    with pytest.raises(error, match=match):
+        builder.extend(builder.start("Guess."), response, "lower")
+
+
+def test_builder_refuses_a_tokenizer_that_returns_negative_ids() -> None:
+    class Negative(CountingRenders):
+        def encode(self, text: str, *, add_special_tokens: bool = True) -> list[int]:
+            return [-1 if "lower" in text else t for t in super().encode(text)]
+
+    builder = ChatPromptBuilder(Negative(bpe_tokenizer("chatml")))
+    with pytest.raises(ValueError, match="the tokenizer's ids must be token ids"):
+        builder.extend(builder.start("Guess."), [7], "lower")
 
 
 def test_builder_start_accepts_chat_messages() -> None:

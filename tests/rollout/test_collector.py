@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import re
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+import numpy as np
 import pytest
 from hang_guard import HANG_GUARD_S
 from toy_envs import ToyEnv
@@ -423,6 +425,30 @@ def test_token_episodes_round_trip_through_json(make_vec, lm):
     episodes = collect_episodes(make_vec(num_envs=2), lm(), num_episodes=2, seed=0)
     for episode in episodes:
         assert Episode.from_json(episode.to_json()) == episode
+
+
+class NumpyIds(Counting):
+    """Reports each generation's token ids as a numpy array (a policy may)."""
+
+    def generate(self, prompts: Sequence[Prompt]) -> list[Generation]:
+        return [
+            dataclasses.replace(g, token_ids=np.array(g.token_ids, dtype=np.int64))
+            for g in super().generate(prompts)
+        ]
+
+
+def test_token_episodes_record_plain_int_ids_whatever_ints_the_policy_gives(make_vec, lm):
+    policy = NumpyIds(lm())
+    episodes = collect_episodes(make_vec(num_envs=2), policy, num_episodes=3, seed=0)
+    turns = [turn for episode in episodes for turn in episode.turns]
+    assert len(turns) > len(episodes)  # later turns' prompts hold earlier responses
+    for turn in turns:
+        assert type(turn.prompt_ids) is list
+        assert type(turn.response_ids) is list
+        assert {type(t) for t in turn.prompt_ids + turn.response_ids} == {int}
+    assert len({id(turn.prompt_ids) for turn in turns}) == len(turns)  # no list shared
+    for episode in episodes:
+        assert_prefix_consistent(episode)
 
 
 def test_chat_message_observations_add_only_the_new_messages(make_vec, lm):

@@ -54,6 +54,19 @@ def test_a_turn_holds_what_the_policy_saw_wrote_and_the_env_returned() -> None:
     assert not rec.done
 
 
+def test_checked_prompt_ids_are_kept_as_given_and_others_copied() -> None:
+    rec = recorder()
+    given, vouched = [np.int64(1), 2], [3, 4]
+    generation = Generation("a", token_ids=[5], logprobs=[-1.0])
+    rec.record("o", generation, 0.0, False, False, {}, prompt_ids=given)
+    rec.record("o", generation, 0.0, False, False, {}, prompt_ids=vouched, prompt_ids_checked=True)
+    copied, kept = rec.episode.turns
+    assert copied.prompt_ids == [1, 2]
+    assert copied.prompt_ids is not given
+    assert {type(t) for t in copied.prompt_ids} == {int}
+    assert kept.prompt_ids is vouched
+
+
 def test_the_env_ending_the_episode_ends_the_record() -> None:
     rec = recorder(max_turns=1)
     assert step(rec, 0, ended=True, episode={"r": 0.0})

@@ -777,6 +777,7 @@ class RolloutCollector:
             {i: generations[i].text for i in order}
         )
         going_on: list[tuple[int, Generation, Any, dict]] = []
+        tokens = self.prompt_mode == "tokens"
         for j, i in enumerate(order):
             run, generation, info = state.runs[i], generations[i], infos[j]
             if "error" in info:
@@ -788,9 +789,9 @@ class RolloutCollector:
                 terminated[j],
                 truncated[j],
                 info,
-                prompt_ids=run.prompt_ids
-                if self.prompt_mode == "tokens"
-                else generation.prompt_ids,
+                # "tokens": the builder's list (or a copy of a recorded turn's), plain ints
+                prompt_ids=run.prompt_ids if tokens else generation.prompt_ids,
+                prompt_ids_checked=tokens,
             )
             if over:
                 self._finish(state, i)

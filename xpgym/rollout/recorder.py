@@ -179,6 +179,7 @@ class EpisodeRecorder:
         info: Mapping[str, Any],
         *,
         prompt_ids: list[int] | None,
+        prompt_ids_checked: bool = False,
     ) -> bool:
         """Append the turn in which the policy answered `observation` with `generation`.
 
@@ -189,6 +190,9 @@ class EpisodeRecorder:
                 ``response_logprobs``.
             reward, terminated, truncated, info: The env's step.
             prompt_ids: The ids of the prompt the policy was given, if known.
+            prompt_ids_checked: The caller vouches that `prompt_ids` is a list of plain ints
+                in ``[0, 2**64)`` that nothing changes from now on (the collector's prompts
+                from `ChatPromptBuilder`): the turn keeps that list instead of a checked copy.
 
         Returns:
             Whether the episode is over: the env ended it, an infrastructure failure did, or
@@ -217,11 +221,13 @@ class EpisodeRecorder:
                 terminated=bool(terminated),
                 truncated=bool(truncated),
                 info=turn_info,
-                prompt_ids=prompt_ids,
+                prompt_ids=None if prompt_ids_checked else prompt_ids,
                 response_ids=generation.token_ids,
                 response_logprobs=generation.logprobs,
             )
         )
+        if prompt_ids_checked:
+            turns[-1].prompt_ids = prompt_ids
         if terminated or truncated:
             self._end()
         elif cause is not None:
