@@ -306,3 +306,18 @@ def test_trl_scoring_step_trains_on_gigpo_of_the_calls_episodes(
 def test_the_trl_hook_refuses_tree_advantages() -> None:
     with pytest.raises(ValueError, match="one completion per prompt"):
         make_rollout_func(max_new_tokens=4, advantage="tree")
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"advantage": "gipgo"}, ValueError, "advantage must be 'gigpo' or None, got 'gipgo'"),
+        ({"advantage": "gigpo", "gamma": 1.5}, ValueError, "gamma must be in"),
+        ({"advantage": "gigpo", "advantage_kwargs": {"omeg": 1}}, TypeError, "omeg"),
+    ],
+)
+def test_the_trl_hook_refuses_a_bad_advantage_before_any_batch(
+    options: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    with pytest.raises(error, match=match):
+        make_rollout_func(max_new_tokens=4, **options)

@@ -295,8 +295,10 @@ def make_rollout_func(
         ``rollout_func(prompts, trainer) -> dict`` (`to_rollout_output` of the episodes).
 
     Raises:
-        ValueError: ``advantage="tree"``; (at a call) a task naming a curriculum file
-            under `curriculum`.
+        ValueError: ``advantage="tree"``, another unknown `advantage`, or a `gamma` the
+            estimator refuses; (at a call) a task naming a curriculum file under
+            `curriculum`.
+        TypeError: an option in `advantage_kwargs` the estimator does not take.
     """
     if advantage == "tree":
         raise ValueError(
@@ -304,6 +306,12 @@ def make_rollout_func(
             "of forked episodes; use advantage='gigpo' (tree advantages: the reference "
             "trainer or verl's to_data_proto on RolloutCollector.collect_tree episodes)"
         )
+    if advantage is not None:
+        if advantage not in STEP_ALGORITHMS:
+            raise ValueError(f"advantage must be 'gigpo' or None, got {advantage!r}")
+        # the estimator on no episodes checks gamma and the options now, not after the
+        # first generation batch
+        episode_advantages(advantage, [], gamma=gamma, **dict(advantage_kwargs or {}))
     wrap = None if horizon is None else lambda env: HorizonSchedule(env, horizon)
     pool = task_env_pool(wrap) if curriculum is None else curriculum_task_pool(curriculum, wrap)
 
