@@ -204,7 +204,8 @@ def _enforce_reset(reset: Callable[..., tuple[Any, dict]]) -> Callable[..., tupl
         self: Env, *args: Any, seed: Any = None, options: Any = None, **extra: Any
     ) -> tuple[Any, dict]:
         # `seed` and `options` by name: forwarding them through ``**kwargs`` builds and
-        # unpacks a dict per reset (0.2 us, a tenth of a cheap env's reset).
+        # unpacks a dict per call, at every level of a `super().reset` chain (up to 0.25 us
+        # each; GuessTheNumber's reset 2.75 -> 2.24 us).
         if args or extra:
             result = reset(self, *args, seed=seed, options=options, **extra)
         else:

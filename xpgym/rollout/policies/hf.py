@@ -11,8 +11,9 @@ What a call does, for prompts ``p_0 .. p_{B-1}`` (at most `batch_size` at a time
 3. row ``b``'s response is its new tokens up to and including the first stop token;
    ``finish_reason`` is ``"stop"`` if a stop token was generated, else ``"length"``
    (``max_new_tokens`` reached); its text is ``tokenizer.decode`` of those tokens without
-   the stop token (the policy remembers the texts of its last `HFPolicy.DECODED_TEXTS`
-   distinct replies: RL replies repeat, and decoding costs more than a look-up);
+   the stop token (the Rust tokenizer's own ``decode`` where that gives the same text; the
+   policy remembers the texts of its last `HFPolicy.DECODED_TEXTS` distinct replies: RL
+   replies repeat, and decoding costs more than a look-up);
 4. ``logprobs[t] = log_softmax(scores[t])[token_t]``, where ``scores`` are the logits after
    every logits processor ``generate`` applied before drawing the token.
 
