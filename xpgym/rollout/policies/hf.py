@@ -403,8 +403,8 @@ def _rust_decoder(tokenizer: Any, skip_special_tokens: bool) -> Callable[[Any], 
     base class's own (no subclass changes it) and that does not clean up spaces (its
     `decode` then is the Rust tokenizer's); else `None`. One reply at a time: the Rust
     ``decode_batch`` starts a thread pool, slower than this for the few replies of a call."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if not callable(getattr(backend, "decode", None)):
+    decode = getattr(getattr(tokenizer, "backend_tokenizer", None), "decode", None)
+    if not callable(decode):
         return None
     if getattr(tokenizer, "clean_up_tokenization_spaces", True) is not False:
         return None
@@ -414,7 +414,7 @@ def _rust_decoder(tokenizer: Any, skip_special_tokens: bool) -> Callable[[Any], 
     for name in ("decode", "_decode"):
         if getattr(type(tokenizer), name, None) is not getattr(owner, name, None):
             return None
-    return functools.partial(backend.decode, skip_special_tokens=skip_special_tokens)
+    return functools.partial(decode, skip_special_tokens=skip_special_tokens)
 
 
 # numpy's SeedSequence constants (numpy/random/bit_generator.pyx): 32-bit words throughout
