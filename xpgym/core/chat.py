@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from array import array
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
+
+from xpgym.core.trajectory import checked_token_ids
 
 __all__ = [
     "ChatPromptBuilder",
@@ -120,24 +121,6 @@ def observation_messages(
         "prompt_mode 'tokens' and 'messages' need str or chat-message observations, got "
         f"{type(observation).__name__}: {observation!r:.80}"
     )
-
-
-def _plain_ids(ids: Sequence[int], what: str) -> list[int]:
-    """`ids` as a new list of plain ints in ``[0, 2**64)`` (numpy and other integers
-    converted), checked in one pass at C speed.
-
-    Raises:
-        TypeError: an id is not an integer.
-        ValueError: an id is negative or ``2**64`` or more.
-    """
-    try:
-        return array("Q", ids).tolist()
-    except TypeError:
-        raise TypeError(f"{what} must be integer token ids, got {list(ids)!r:.120}") from None
-    except OverflowError:
-        raise ValueError(
-            f"{what} must be token ids in [0, 2**64), got {list(ids)!r:.120}"
-        ) from None
 
 
 def encode_prompt(
@@ -269,9 +252,10 @@ class ChatPromptBuilder:
     the stop token), then the tokens of the new message(s) and the generation prompt. The
     result starts with ``previous_prompt_ids + response_ids`` by construction: turns built
     with it satisfy the token-exactness contract, whatever the template. Earlier turns are
-    never rendered or tokenized again. Every prompt it returns is a new list of plain ints
-    in ``[0, 2**64)`` (the tokenizer's ids and the responses are checked as they come in),
-    given a `previous_prompt_ids` that is one too (e.g. one the builder returned).
+    never rendered or tokenized again. Every prompt it returns is a new list of plain
+    non-negative ints (the tokenizer's ids and the responses are checked as they come in,
+    `checked_token_ids`), given a `previous_prompt_ids` that is one too (e.g. one the
+    builder returned).
 
     How the new messages' text is found: the template renders a fixed context (system prompt
     if any, a user message, an assistant message) without and with the new messages; the
@@ -456,7 +440,7 @@ class ChatPromptBuilder:
         response_ids: Sequence[int],
         new_ids: Sequence[int],
     ) -> list[int]:
-        response = _plain_ids(response_ids, "response_ids")
+        response = checked_token_ids(response_ids, "response_ids")
         return [*previous_prompt_ids, *response, *self.missing_end_of_turn(response), *new_ids]
 
     def _messages_text(self, messages: list[dict[str, Any]], *, first: bool) -> str:
@@ -594,7 +578,7 @@ class ChatPromptBuilder:
             tokenized = self._tokenize([text_of(key) for key in missing])
             with self._encoded_lock:
                 for key, ids in zip(missing, tokenized, strict=True):
-                    checked = tuple(_plain_ids(ids, "the tokenizer's ids"))
+                    checked = tuple(checked_token_ids(ids, "the tokenizer's ids"))
                     known[key] = self._encoded[key] = checked
                 while len(self._encoded) > self.ENCODED_TEXTS:
                     del self._encoded[next(iter(self._encoded))]

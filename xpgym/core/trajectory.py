@@ -39,6 +39,7 @@ __all__ = [
     "Episode",
     "Outcome",
     "Turn",
+    "checked_token_ids",
     "episode_metrics",
     "infra_error_metrics",
     "load_episodes",
@@ -407,11 +408,21 @@ def _tolist(values: Any) -> list[Any]:
     return tolist() if callable(tolist) else list(values)
 
 
-def _as_ids(name: str, ids: Any) -> list[int] | None:
-    if ids is None:
-        return None
+def checked_token_ids(ids: Any, what: str) -> list[int]:
+    """`ids` as a new list of plain non-negative ints (numpy integers and arrays, torch
+    tensors and other sequences of integers converted), checked in one pass at C speed
+    when every id is below ``2**64``.
+
+    Args:
+        ids: The token ids.
+        what: What they are, for the error message (e.g. ``"Turn.prompt_ids"``).
+
+    Raises:
+        TypeError: `ids` is a str or bytes, or holds something that is not an integer.
+        ValueError: an id is negative.
+    """
     if isinstance(ids, (str, bytes)):
-        raise TypeError(f"Turn.{name} must be a sequence of token ids, got {ids!r:.60}")
+        raise TypeError(f"{what} must be a sequence of token ids, got {ids!r:.60}")
     out = ids if type(ids) is list else _tolist(ids)  # array(...).tolist() is a new list
     try:  # one pass at C speed: integers (or __index__) in [0, 2**64), as new plain ints
         return array("Q", out).tolist()
@@ -420,10 +431,14 @@ def _as_ids(name: str, ids: Any) -> list[int] | None:
     try:
         out = list(map(operator.index, out))
     except TypeError as err:
-        raise TypeError(f"Turn.{name} must hold integer token ids: {err}") from None
+        raise TypeError(f"{what} must be integer token ids: {err}") from None
     if out and min(out) < 0:
-        raise ValueError(f"Turn.{name} holds a negative token id {min(out)}")
+        raise ValueError(f"{what} must be non-negative token ids, got {min(out)}")
     return out
+
+
+def _as_ids(name: str, ids: Any) -> list[int] | None:
+    return None if ids is None else checked_token_ids(ids, f"Turn.{name}")
 
 
 def _as_flag(name: str, value: Any) -> bool:

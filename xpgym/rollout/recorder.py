@@ -190,8 +190,8 @@ class EpisodeRecorder:
                 ``response_logprobs``.
             reward, terminated, truncated, info: The env's step.
             prompt_ids: The ids of the prompt the policy was given, if known.
-            prompt_ids_checked: The caller vouches that `prompt_ids` is a list of plain ints
-                in ``[0, 2**64)`` that nothing changes from now on (the collector's prompts
+            prompt_ids_checked: The caller vouches that `prompt_ids` is a list of plain
+                non-negative ints that nothing changes from now on (the collector's prompts
                 from `ChatPromptBuilder`): the turn keeps that list instead of a checked copy.
 
         Returns:
