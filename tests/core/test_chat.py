@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 from typing import Any
@@ -398,6 +399,43 @@ def test_the_shipped_tokenizers_build_their_whole_render_without_warning(
         rendered = tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
         assert prompt == tok.encode(rendered, add_special_tokens=False)
     assert caplog.records == []
+
+
+def test_the_builder_tokenizes_new_texts_in_rust_only_where_transformers_gives_the_same() -> None:
+    tok = copy.copy(bpe_tokenizer("chatml"))  # this test changes its settings
+    builder = ChatPromptBuilder(tok)
+    calls = []
+    transformers_encode = tok._encode_plus
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(args)
+        return transformers_encode(*args, **kwargs)
+
+    tok._encode_plus = counted  # the instance's: transformers' calls go through it
+    prompt = builder.start("Guess a number.")
+    response = [*tok.encode("guess 5", add_special_tokens=False), tok.eos_token_id]
+    calls.clear()
+
+    def expected(previous: list[int], text: str) -> list[int]:
+        rendered = tok.apply_chat_template(
+            [{"role": "user", "content": text}], tokenize=False, add_generation_prompt=True
+        )
+        new = tok.encode(rendered[rendered.index("<|im_start|>user") :], add_special_tokens=False)
+        return [*previous, *response, *builder.missing_end_of_turn(response), *new]
+
+    texts = ["Too high, by 4.", "Too low: 你好 <|im_end|> x"]
+    wanted = [expected(prompt, text) for text in texts]
+    calls.clear()
+    assert builder.extend_many([(prompt, response, text) for text in texts]) == wanted
+    assert calls == []  # the Rust tokenizer, directly
+    # a call that leaves truncation on the Rust tokenizer: the builder hands back to
+    # transformers (which turns it off again) and its ids stay the full ones
+    text = "Correct, at last: the number was 7!"
+    wanted = [expected(prompt, text)]
+    tok(["a b c d e f"], truncation=True, max_length=2)
+    calls.clear()
+    assert builder.extend_many([(prompt, response, text)]) == wanted
+    assert len(calls) == 1
 
 
 @pytest.mark.parametrize("name", ["thinking-prompt", "reasoning-stripping", "llama3", "escaping"])

@@ -6,7 +6,6 @@ import copy
 import logging
 import math
 import os
-import random
 import re
 import subprocess
 import sys
@@ -32,7 +31,7 @@ from xpgym.rollout.policies import (
     PolicyError,
 )
 from xpgym.rollout.policies import vllm as vllm_policy_module
-from xpgym.rollout.policies.hf import HFPolicy, _rust_decoder
+from xpgym.rollout.policies.hf import HFPolicy
 from xpgym.rollout.policies.openai import OpenAIPolicy
 from xpgym.rollout.policies.vllm import VLLMPolicy, cpu_kv_cache_bytes
 from xpgym.training.layouts import episode_rows
@@ -134,32 +133,6 @@ def test_hf_generation_stops_at_a_stop_token_and_keeps_it_in_the_ids(model, toke
     assert generation.finish_reason == "stop"
     assert generation.token_ids == free.token_ids[: first + 1]
     assert generation.text == tokenizer.decode(free.token_ids[:first])
-
-
-@pytest.mark.parametrize("skip", [True, False])
-def test_the_rust_decoder_gives_each_reply_what_decode_gives_it(tokenizer, skip):
-    decode = _rust_decoder(tokenizer, skip)
-    assert decode is not None  # a transformers fast tokenizer that keeps spaces
-    rng = random.Random(0)
-    vocab = len(tokenizer)  # the byte tokens, the special tokens and the merges
-    replies = [tuple(rng.randrange(vocab) for _ in range(rng.randint(0, 9))) for _ in range(400)]
-    assert any(set(reply) & set(tokenizer.all_special_ids) for reply in replies)
-    expected = [tokenizer.decode(list(reply), skip_special_tokens=skip) for reply in replies]
-    assert [decode(reply) for reply in replies] == expected
-
-
-def test_the_rust_decoder_is_refused_where_decode_is_not_the_rust_tokenizers(tokenizer):
-    class Shouting(type(tokenizer)):
-        def decode(self, *args: Any, **kwargs: Any) -> Any:
-            return super().decode(*args, **kwargs).upper()
-
-    shouting = copy.copy(tokenizer)
-    shouting.__class__ = Shouting
-    cleaning = copy.copy(tokenizer)
-    cleaning.clean_up_tokenization_spaces = True
-    assert _rust_decoder(shouting, True) is None
-    assert _rust_decoder(cleaning, True) is None
-    assert _rust_decoder(types.SimpleNamespace(decode=str), True) is None
 
 
 def test_hf_texts_come_from_the_tokenizers_own_decode_when_it_is_overridden(model, tokenizer):

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from xpgym.core.rust_tokenizer import rust_encoder
 from xpgym.core.trajectory import checked_token_ids
 
 __all__ = [
@@ -323,6 +324,7 @@ class ChatPromptBuilder:
         self.tokenizer = tokenizer
         self.system_prompt = system_prompt
         self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self._encode_in_rust = rust_encoder(tokenizer)
         self._encoded: dict[_TextKey, tuple[int, ...]] = {}  # oldest first
         self._encoded_lock = threading.Lock()
         exchange = [
@@ -394,8 +396,9 @@ class ChatPromptBuilder:
         """`extend` for several conversations at once: ``turns`` holds each one's
         ``(previous_prompt_ids, response_ids, next_observation)``; returns each one's next
         prompt ids, the same as `extend` would. The new texts that the builder does not
-        remember are tokenized in one call (a Hugging Face tokenizer encodes a batch in
-        one pass of its Rust tokenizer, a few times faster than text by text).
+        remember are tokenized together: by a Hugging Face fast tokenizer's Rust tokenizer
+        directly where that gives the ids ``encode`` gives (`xpgym.core.rust_tokenizer`,
+        about 3x faster for short texts), else in one batched call of the tokenizer.
 
         Raises:
             ValueError: The template changes earlier text when a message is added.
@@ -584,16 +587,21 @@ class ChatPromptBuilder:
                     del self._encoded[next(iter(self._encoded))]
         return [list(known[key] or ()) for key in keys]
 
-    def _tokenize(self, texts: list[str]) -> list[tuple[int, ...]]:
-        """Each text's ids without special tokens: one batched call where the tokenizer is
-        a Hugging Face one (``tokenizer(texts)["input_ids"]``, the ids ``encode`` gives
-        text by text), else ``encode`` per text."""
+    def _tokenize(self, texts: list[str]) -> Sequence[Sequence[int]]:
+        """Each text's ids without special tokens, what ``tokenizer.encode`` gives: from the
+        Rust tokenizer where that is the same (`xpgym.core.rust_tokenizer.rust_encoder`),
+        else in one batched call where the tokenizer is a Hugging Face one
+        (``tokenizer(texts)["input_ids"]``), else ``encode`` per text."""
+        if self._encode_in_rust is not None:
+            ids = self._encode_in_rust(texts)
+            if ids is not None:
+                return ids
         if len(texts) > 1 and callable(self.tokenizer):
             batch = self.tokenizer(texts, add_special_tokens=False)
-            ids = batch.get("input_ids") if isinstance(batch, Mapping) else None
-            if isinstance(ids, list) and len(ids) == len(texts):
-                return [tuple(row) for row in ids]
-        return [tuple(self.tokenizer.encode(text, add_special_tokens=False)) for text in texts]
+            rows = batch.get("input_ids") if isinstance(batch, Mapping) else None
+            if isinstance(rows, list) and len(rows) == len(texts):
+                return rows
+        return [self.tokenizer.encode(text, add_special_tokens=False) for text in texts]
 
 
 def _log_no_form(messages: list[dict[str, Any]], reason: str) -> None:

@@ -62,6 +62,7 @@ import numpy as np
 
 from xpgym.core.chat import Prompt, encode_prompt
 from xpgym.core.optional import import_optional
+from xpgym.core.rust_tokenizer import rust_decoder
 from xpgym.rollout.policies import FinishReason, Generation
 from xpgym.rollout.policies.hf_cache import CachedDecoder, CacheStats
 
@@ -195,7 +196,7 @@ class HFPolicy:
         self._calls = 0
         self._lock = threading.Lock()
         self._texts: dict[tuple[int, ...], str] = {}  # reply tokens -> text, oldest first
-        self._decode_text: Callable[[tuple[int, ...]], str] = _rust_decoder(
+        self._decode_text: Callable[[tuple[int, ...]], str] = rust_decoder(
             tokenizer, skip_special_tokens
         ) or functools.partial(_decode_in_python, tokenizer, skip_special_tokens)
         self._decoder: CachedDecoder | None = None
@@ -359,8 +360,8 @@ class HFPolicy:
 
     def _texts_of(self, replies: list[tuple[int, ...]]) -> list[str]:
         """``tokenizer.decode`` of each reply's ids (through the Rust tokenizer where that
-        gives the same text, `_rust_decoder`), remembered for the last `DECODED_TEXTS`
-        distinct replies. Called with the lock held."""
+        gives the same text, `xpgym.core.rust_tokenizer.rust_decoder`), remembered for the
+        last `DECODED_TEXTS` distinct replies. Called with the lock held."""
         memo = self._texts
         texts = []
         for key in replies:
@@ -394,27 +395,6 @@ def _cut_at_stop(
 def _decode_in_python(tokenizer: Any, skip_special_tokens: bool, ids: tuple[int, ...]) -> str:
     """``tokenizer.decode`` of a reply's `ids`."""
     return tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
-
-
-def _rust_decoder(tokenizer: Any, skip_special_tokens: bool) -> Callable[[Any], str] | None:
-    """A function that gives the text ``tokenizer.decode`` gives a reply's ids, without
-    transformers' Python around it (a quarter of the time per reply): the Rust tokenizer's
-    ``decode``, where `tokenizer` is a transformers fast tokenizer whose `decode` is the fast
-    base class's own (no subclass changes it) and that does not clean up spaces (its
-    `decode` then is the Rust tokenizer's); else `None`. One reply at a time: the Rust
-    ``decode_batch`` starts a thread pool, slower than this for the few replies of a call."""
-    decode = getattr(getattr(tokenizer, "backend_tokenizer", None), "decode", None)
-    if not callable(decode):
-        return None
-    if getattr(tokenizer, "clean_up_tokenization_spaces", True) is not False:
-        return None
-    owner = next((c for c in type(tokenizer).__mro__ if "backend_tokenizer" in vars(c)), None)
-    if owner is None:
-        return None
-    for name in ("decode", "_decode"):
-        if getattr(type(tokenizer), name, None) is not getattr(owner, name, None):
-            return None
-    return functools.partial(decode, skip_special_tokens=skip_special_tokens)
 
 
 # numpy's SeedSequence constants (numpy/random/bit_generator.pyx): 32-bit words throughout
