@@ -43,7 +43,7 @@ import enum
 import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -111,7 +111,7 @@ def derive_seeds(seed: int, num_envs: int) -> list[int]:
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise ValueError(f"seed must be a non-negative int, got {seed!r}")
     words = np.random.SeedSequence(int(seed)).generate_state(num_envs, dtype=np.uint64)
-    return [int(w >> np.uint64(1)) for w in words]
+    return cast(list[int], (words >> np.uint64(1)).tolist())
 
 
 def step_ended_episode(action: str | None, result: StepResult) -> bool:
