@@ -17,6 +17,17 @@ settings.register_profile("xpgym", deadline=None)
 settings.load_profile("xpgym")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def vllm_ipc_sockets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The folder of vLLM's ZeroMQ IPC sockets for the session (``VLLM_RPC_BASE_PATH``, which
+    the engines this process and its subprocesses start read): by default vLLM makes them in
+    the system's temp folder and leaves them there, some 30 files per run of the suite."""
+    folder = tmp_path_factory.mktemp("vllm_ipc")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("VLLM_RPC_BASE_PATH", str(folder))
+        yield folder
+
+
 @pytest.fixture(scope="session")
 def warm_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The warm tiny model of the end-to-end runs (`parity.shared.warm_model.warm_model_dir`),
