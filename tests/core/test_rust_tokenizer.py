@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from xpgym.core.rust_tokenizer import rust_backend, rust_decoder, rust_encoder
+from xpgym.core.rust_tokenizer import BATCH_FROM, rust_backend, rust_decoder, rust_encoder
 
 pytest.importorskip("transformers", reason="the Rust path is a transformers fast tokenizer's")
 pytest.importorskip("torch", reason="the tests' tiny tokenizer module imports torch")
@@ -71,7 +71,9 @@ def test_the_rust_encoder_gives_each_text_what_encode_gives_it(tokenizer: Any) -
     texts = random_texts(300)
     assert any(special in text for text in texts for special in ("<|im_end|>", "<|im_start|>"))
     expected = [tokenizer.encode(text, add_special_tokens=False) for text in texts]
-    assert encode(texts) == expected
+    assert encode(texts) == expected  # one Rust encode_batch
+    few = BATCH_FROM - 1
+    assert encode(texts[:few]) == expected[:few]  # text by text
     assert tokenizer(texts, add_special_tokens=False)["input_ids"] == expected
     assert encode([]) == []
 
