@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pytest
 from fake_servers import ChatServer, FakeLLM, FakeSamplingParams, Reply, completion
 from hang_guard import HANG_GUARD_S
@@ -65,10 +66,32 @@ def test_encode_prompt_takes_ids_text_and_messages(tokenizer):
     assert tokenizer.decode(encode_prompt(tokenizer, MESSAGES)) == expected
 
 
-@pytest.mark.parametrize("bad", [[], 3, [1.5, 2]])
-def test_encode_prompt_rejects_other_values(tokenizer, bad):
-    with pytest.raises((TypeError, ValueError)):
+@pytest.mark.parametrize(
+    ("bad", "error"),
+    [
+        ([], ValueError),
+        (3, TypeError),
+        ([1.5, 2], TypeError),
+        ([1, "2"], TypeError),
+        ([1, {"role": "user"}], TypeError),
+        ([{"role": "user", "content": "hi"}, 3], TypeError),
+        ([4, -1], ValueError),
+    ],
+)
+def test_encode_prompt_rejects_other_values(tokenizer, bad, error):
+    with pytest.raises(error):
         encode_prompt(tokenizer, bad)
+
+
+def test_encode_prompt_gives_token_ids_as_a_new_list_of_plain_ints(tokenizer):
+    ids = [3, 1, 4, 1, 5]
+    out = encode_prompt(tokenizer, ids)
+    assert out == ids
+    assert out is not ids
+    for other in (tuple(ids), [np.int64(i) for i in ids]):
+        out = encode_prompt(tokenizer, other)
+        assert out == ids
+        assert all(type(i) is int for i in out)
 
 
 def test_importing_policies_and_rollout_does_not_import_torch():

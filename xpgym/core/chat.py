@@ -21,7 +21,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from xpgym.core.rust_tokenizer import rust_encoder
 from xpgym.core.trajectory import checked_token_ids
@@ -129,12 +129,14 @@ def encode_prompt(
 ) -> list[int]:
     """The token ids of `prompt` under `tokenizer` (for backends that take ids).
 
-    Token ids are returned as a new list; text is encoded without special tokens (a rendered
-    chat template already holds them); messages are rendered with
+    Token ids are returned as a new list of plain ints, checked by the rule of every token id
+    in xpgym (`xpgym.core.trajectory.checked_token_ids`: integers, numpy's included, that
+    are not negative); text is encoded without special tokens (a rendered chat template
+    already holds them); messages are rendered with
     ``apply_chat_template(..., add_generation_prompt=True)``.
 
     Raises:
-        ValueError: the prompt is empty.
+        ValueError: the prompt is empty, or holds a negative token id.
         TypeError: the prompt is none of the three kinds.
     """
     if isinstance(prompt, str):
@@ -143,11 +145,8 @@ def encode_prompt(
         raise (ValueError if isinstance(prompt, (list, tuple)) else TypeError)(
             f"a prompt is token ids, text or chat messages, got {prompt!r:.80}"
         )
-    if set(map(type, prompt)) == {int}:  # plain ints, checked at C speed
-        return cast(list[int], list(prompt))
-    ids = [t for t in prompt if isinstance(t, int) and not isinstance(t, bool)]
-    if len(ids) == len(prompt):
-        return [int(t) for t in ids]
+    if not isinstance(prompt[0], dict):
+        return checked_token_ids(prompt, "a prompt of token ids")
     if all(isinstance(m, dict) for m in prompt):
         rendered = tokenizer.apply_chat_template(
             list(prompt),
