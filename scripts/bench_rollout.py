@@ -25,7 +25,9 @@ first freezes what was built out of the garbage collector's reach
   all but the model as a share of rollout time, in wall time
   and in the main thread's CPU time (a busy machine's other jobs stretch the wall time of
   whatever part is running when they take the core; the CPU time shares do not move with
-  them).
+  them, but they miss work a library hands to its own threads while the main thread
+  waits, e.g. a Hugging Face tokenizer's batched encode spread over the cores: compare
+  such changes by their wall shares on a quiet machine).
 
 Writes the numbers as JSON to `--out` and prints a table. Timings come from wrapping those
 methods on the instances (``time.perf_counter`` and ``time.thread_time``), so the collector
