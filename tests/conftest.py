@@ -7,6 +7,8 @@ test here is about speed (speed is measured in ``tests/benchmarks``).
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,14 +20,26 @@ settings.load_profile("xpgym")
 
 
 @pytest.fixture(scope="session", autouse=True)
-def vllm_ipc_sockets(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The folder of vLLM's ZeroMQ IPC sockets for the session (``VLLM_RPC_BASE_PATH``, which
-    the engines this process and its subprocesses start read): by default vLLM makes them in
-    the system's temp folder and leaves them there, some 30 files per run of the suite."""
-    folder = tmp_path_factory.mktemp("vllm_ipc")
+def scratch_in_session_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The temp folder of the session, for the test process and every process it starts:
+    by default the libraries the tests start write scratch files under the system's temp
+    folder and leave them there (vLLM's IPC sockets and file stores, some 150 files a run;
+    torch inductor's compile cache, 300 MB and growing), so runs of the suite pile up files
+    on the machine. Here they go to a folder of the session (``TMPDIR`` and
+    `tempfile.tempdir`), which pytest prunes to the last three sessions; Ray's session
+    folders (``RAY_TMPDIR``) go to a short folder under the system's temp folder, removed
+    at the end, since Ray's socket paths under it must fit the 107 bytes of a Unix socket's
+    address."""
+    session_tmp = str(tmp_path_factory.mktemp("tmp"))
+    ray_folder = tempfile.mkdtemp(prefix="xpgym-ray-")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("VLLM_RPC_BASE_PATH", str(folder))
-        yield folder
+        patch.setenv("TMPDIR", session_tmp)
+        patch.setattr(tempfile, "tempdir", session_tmp)
+        patch.setenv("RAY_TMPDIR", ray_folder)
+        try:
+            yield
+        finally:
+            shutil.rmtree(ray_folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
