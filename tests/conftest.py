@@ -7,6 +7,7 @@ test here is about speed (speed is measured in ``tests/benchmarks``).
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -26,15 +27,17 @@ def scratch_in_session_folders(tmp_path_factory: pytest.TempPathFactory) -> Iter
     folder and leave them there (vLLM's IPC sockets and file stores, some 150 files a run;
     torch inductor's compile cache, 300 MB and growing), so runs of the suite pile up files
     on the machine. Here they go to a folder of the session (``TMPDIR`` and
-    `tempfile.tempdir`), which pytest prunes to the last three sessions; Ray's session
-    folders (``RAY_TMPDIR``) go to a short folder under the system's temp folder, removed
-    at the end, since Ray's socket paths under it must fit the 107 bytes of a Unix socket's
-    address."""
+    `tempfile.tempdir`), which pytest prunes to the last three sessions; inductor's cache
+    by name too (``TORCHINDUCTOR_CACHE_DIR``: ``import vllm``, during collection, has already
+    set it to the system's temp folder). Ray's session folders (``RAY_TMPDIR``) go to a
+    short folder under the system's temp folder, removed at the end, since Ray's socket
+    paths under it must fit the 107 bytes of a Unix socket's address."""
     session_tmp = str(tmp_path_factory.mktemp("tmp"))
     ray_folder = tempfile.mkdtemp(prefix="xpgym-ray-")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TMPDIR", session_tmp)
         patch.setattr(tempfile, "tempdir", session_tmp)
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.join(session_tmp, "torchinductor"))
         patch.setenv("RAY_TMPDIR", ray_folder)
         try:
             yield
