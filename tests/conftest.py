@@ -20,39 +20,29 @@ settings.register_profile("xpgym", deadline=None)
 settings.load_profile("xpgym")
 
 
-_SCRATCH = pytest.StashKey[tuple[str, dict[str, str | None], str | None]]()
-_SCRATCH_VARIABLES = ("TMPDIR", "TORCHINDUCTOR_CACHE_DIR")
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """A temp folder of the run for the test process and every process it starts, removed
-    at the end: by default the libraries the tests start write scratch files under the
-    system's temp folder and leave them there (vLLM's IPC sockets and file stores, some 150
-    files a run; torch inductor's compile cache, 300 MB and growing; Ray's session folders),
-    so runs of the suite pile them up on the machine. Set here, before collection: importing
-    vllm (during collection) fixes inductor's folders from the temp folder of that moment.
-    The folder's name is short, since Ray's socket paths under it must fit the 107 bytes of
-    a Unix socket's address."""
-    folder = tempfile.mkdtemp(prefix="xpgym-tests-")
-    saved = {name: os.environ.get(name) for name in _SCRATCH_VARIABLES}
-    config.stash[_SCRATCH] = (folder, saved, tempfile.tempdir)
-    os.environ["TMPDIR"] = folder
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(folder, "torchinductor")
-    tempfile.tempdir = folder
-
-
-def pytest_unconfigure(config: pytest.Config) -> None:
-    """Remove the run's temp folder (`pytest_configure`) and restore what it replaced."""
-    if _SCRATCH not in config.stash:
-        return
-    folder, saved, tempdir = config.stash[_SCRATCH]
-    tempfile.tempdir = tempdir
-    for name, value in saved.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-    shutil.rmtree(folder, ignore_errors=True)
+@pytest.fixture(scope="session", autouse=True)
+def scratch_in_session_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The temp folder of the session, for the test process and every process it starts:
+    by default the libraries the tests start write scratch files under the system's temp
+    folder and leave them there (vLLM's IPC sockets and file stores, some 150 files a run;
+    torch inductor's compile cache, 300 MB and growing), so runs of the suite pile up files
+    on the machine. Here they go to a folder of the session (``TMPDIR`` and
+    `tempfile.tempdir`), which pytest prunes to the last three sessions; inductor's cache
+    by name too (``TORCHINDUCTOR_CACHE_DIR``: ``import vllm``, during collection, has already
+    set it to the system's temp folder). Ray's session folders (``RAY_TMPDIR``) go to a
+    short folder under the system's temp folder, removed at the end, since Ray's socket
+    paths under it must fit the 107 bytes of a Unix socket's address."""
+    session_tmp = str(tmp_path_factory.mktemp("tmp"))
+    ray_folder = tempfile.mkdtemp(prefix="xpgym-ray-")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TMPDIR", session_tmp)
+        patch.setattr(tempfile, "tempdir", session_tmp)
+        patch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.join(session_tmp, "torchinductor"))
+        patch.setenv("RAY_TMPDIR", ray_folder)
+        try:
+            yield
+        finally:
+            shutil.rmtree(ray_folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
