@@ -20,29 +20,50 @@ settings.register_profile("xpgym", deadline=None)
 settings.load_profile("xpgym")
 
 
-@pytest.fixture(scope="session", autouse=True)
-def scratch_in_session_folders(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """The temp folder of the session, for the test process and every process it starts:
-    by default the libraries the tests start write scratch files under the system's temp
-    folder and leave them there (vLLM's IPC sockets and file stores, some 150 files a run;
-    torch inductor's compile cache, 300 MB and growing), so runs of the suite pile up files
-    on the machine. Here they go to a folder of the session (``TMPDIR`` and
-    `tempfile.tempdir`), which pytest prunes to the last three sessions; inductor's cache
-    by name too (``TORCHINDUCTOR_CACHE_DIR``: ``import vllm``, during collection, has already
-    set it to the system's temp folder). Ray's session folders (``RAY_TMPDIR``) go to a
-    short folder under the system's temp folder, removed at the end, since Ray's socket
-    paths under it must fit the 107 bytes of a Unix socket's address."""
-    session_tmp = str(tmp_path_factory.mktemp("tmp"))
+_SCRATCH = pytest.StashKey[tuple[list[str], dict[str, str | None], str | None]]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Temp folders of the run for the test process and every process it starts, removed
+    at the end. By default the libraries the tests start write scratch files under the
+    system's temp folder and leave them there (vLLM's IPC sockets and file stores, some 150
+    files a run; torch inductor's compile cache and precompiled headers, 300 MB; Ray's
+    session folders), so runs of the suite pile them up on the machine. They go here
+    instead: ``TMPDIR`` (and `tempfile.tempdir`) for the processes, inductor's cache by name
+    (``TORCHINDUCTOR_CACHE_DIR``), Ray's session folders to a folder of their own
+    (``RAY_TMPDIR``; both folders' names are short, since Ray's socket paths under them must
+    fit the 107 bytes of a Unix socket's address). Set here, before collection, because
+    ``import vllm`` during collection fixes inductor's folders from the temp folder of that
+    moment. pytest's own folders (``tmp_path``) stay where they were
+    (``PYTEST_DEBUG_TEMPROOT``), pruned by pytest to the last three runs as usual."""
+    system_tmp = tempfile.gettempdir()
+    scratch = tempfile.mkdtemp(prefix="xpgym-tests-")
     ray_folder = tempfile.mkdtemp(prefix="xpgym-ray-")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TMPDIR", session_tmp)
-        patch.setattr(tempfile, "tempdir", session_tmp)
-        patch.setenv("TORCHINDUCTOR_CACHE_DIR", os.path.join(session_tmp, "torchinductor"))
-        patch.setenv("RAY_TMPDIR", ray_folder)
-        try:
-            yield
-        finally:
-            shutil.rmtree(ray_folder, ignore_errors=True)
+    variables = {
+        "TMPDIR": scratch,
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(scratch, "torchinductor"),
+        "RAY_TMPDIR": ray_folder,
+        "PYTEST_DEBUG_TEMPROOT": os.environ.get("PYTEST_DEBUG_TEMPROOT") or system_tmp,
+    }
+    saved = {name: os.environ.get(name) for name in variables}
+    config.stash[_SCRATCH] = ([scratch, ray_folder], saved, tempfile.tempdir)
+    os.environ.update(variables)
+    tempfile.tempdir = scratch
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove the run's temp folders (`pytest_configure`) and restore what they replaced."""
+    if _SCRATCH not in config.stash:
+        return
+    folders, saved, tempdir = config.stash[_SCRATCH]
+    tempfile.tempdir = tempdir
+    for name, value in saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
