@@ -22,13 +22,13 @@ The first round injects every fault; later ones each with probability ``--fault-
 Every ``--sample-every-s`` seconds (default 60) it samples this process's open file
 descriptors, threads, child processes (all descendants, zombies included), resident memory,
 and the bytes under the run's private temp dir (``TMPDIR`` for this process and every child).
-Ray's session directory under that temp dir (its own log files, a few per worker process it
-starts, kept for the session) is sampled apart, as ``ray_logs_mb``, and reported beside the
-verdict, not in it. It then fits a line to each quantity over the second half of the run
-(least squares, per minute) and fails if a slope is above that quantity's tolerance
-(`TOLERANCE_PER_MIN`) and the fitted rise over that half above its jitter (`JITTER`): a
-steady state stays flat; a leak grows without bound. A one-minute run can only catch fast
-leaks (its half is 30 s).
+Ray's session directory (its own log files, a few per worker process it starts, kept for the
+session; under that temp dir, or under ``RAY_TMPDIR`` where the caller set it) is sampled
+apart, as ``ray_logs_mb``, and reported beside the verdict, not in it. It then fits a line
+to each quantity over the second half of the run (least squares, per minute) and fails if a
+slope is above that quantity's tolerance (`TOLERANCE_PER_MIN`) and the fitted rise over that
+half above its jitter (`JITTER`): a steady state stays flat; a leak grows without bound. A
+one-minute run can only catch fast leaks (its half is 30 s).
 
 Prints a JSON report (samples, slopes, verdict) and writes it to ``--output`` if given; exits
 1 if something grew. Usage::
@@ -78,21 +78,30 @@ def _bytes_under(path: Path) -> int:
     return total
 
 
+def ray_folder(tmp_dir: Path) -> Path:
+    """Where a Ray instance started by this run keeps its session directories: Ray's rule on
+    Linux, ``<RAY_TMPDIR>/ray`` where ``RAY_TMPDIR`` is set, else ``<TMPDIR>/ray``, which is
+    ``<tmp_dir>/ray`` (the run sets ``TMPDIR`` to `tmp_dir`)."""
+    return Path(os.environ.get("RAY_TMPDIR") or tmp_dir) / "ray"
+
+
 def sample(tmp_dir: Path) -> dict[str, float]:
     """One sample of every quantity in `METRICS` for this process, and ``ray_logs_mb``: the
-    bytes of Ray's session directory (``<TMPDIR>/ray``), which are Ray's own files (a few
-    log files per worker process it starts, kept for the session), reported beside the
-    verdict rather than in it; ``tmp_mb`` is the rest of the run's temp dir."""
+    bytes of Ray's session directories (`ray_folder`), which are Ray's own files (a few log
+    files per worker process it starts, kept for the session), reported beside the verdict
+    rather than in it; ``tmp_mb`` is the rest of the run's temp dir."""
     import psutil
 
     me = psutil.Process()
-    ray_bytes = _bytes_under(tmp_dir / "ray")
+    ray = ray_folder(tmp_dir)
+    ray_bytes = _bytes_under(ray)
+    inside = ray.is_relative_to(tmp_dir)  # else Ray's files are not in the temp dir's bytes
     return {
         "fds": float(me.num_fds()),
         "threads": float(threading.active_count()),
         "children": float(len(me.children(recursive=True))),
         "rss_mb": me.memory_info().rss / 2**20,
-        "tmp_mb": (_bytes_under(tmp_dir) - ray_bytes) / 2**20,
+        "tmp_mb": (_bytes_under(tmp_dir) - (ray_bytes if inside else 0)) / 2**20,
         "ray_logs_mb": ray_bytes / 2**20,
     }
 

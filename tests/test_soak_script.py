@@ -58,6 +58,40 @@ def test_too_few_samples_give_no_slope(soak: ModuleType) -> None:
     assert soak.slopes(flat_samples(soak, 4)) == dict.fromkeys(soak.METRICS, 0.0)
 
 
+def write_mib(path: Path, mib: int) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"x" * (mib * 2**20))
+
+
+def test_rays_files_under_the_temp_dir_are_sampled_apart(
+    soak: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("psutil", reason="the soak run samples with psutil")
+    monkeypatch.delenv("RAY_TMPDIR", raising=False)
+    write_mib(tmp_path / "ray" / "session_1" / "logs" / "worker.out", 1)
+    write_mib(tmp_path / "xpgym-sandbox" / "scratch", 2)
+    assert soak.ray_folder(tmp_path) == tmp_path / "ray"
+    got = soak.sample(tmp_path)
+    assert got["ray_logs_mb"] == pytest.approx(1.0)
+    assert got["tmp_mb"] == pytest.approx(2.0)
+
+
+def test_rays_files_under_ray_tmpdir_are_sampled_there(
+    soak: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ray keeps its sessions under ``RAY_TMPDIR`` where it is set (the test suite sets it)."""
+    pytest.importorskip("psutil", reason="the soak run samples with psutil")
+    run_tmp, ray_root = tmp_path / "run", tmp_path / "ray-root"
+    monkeypatch.setenv("RAY_TMPDIR", str(ray_root))
+    write_mib(ray_root / "ray" / "session_1" / "logs" / "worker.out", 1)
+    write_mib(run_tmp / "scratch", 2)
+    write_mib(run_tmp / "ray" / "not-rays", 3)  # a folder named ray that Ray does not use
+    assert soak.ray_folder(run_tmp) == ray_root / "ray"
+    got = soak.sample(run_tmp)
+    assert got["ray_logs_mb"] == pytest.approx(1.0)
+    assert got["tmp_mb"] == pytest.approx(5.0)
+
+
 @pytest.mark.slow
 def test_the_one_minute_soak_injects_faults_and_nothing_grows(tmp_path: Path) -> None:
     pytest.importorskip("psutil", reason="the soak run samples with psutil")
