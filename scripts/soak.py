@@ -20,7 +20,8 @@ freshly built objects so that their construction and close are soaked too:
 The first round injects every fault; later ones each with probability ``--fault-rate``.
 
 Every ``--sample-every-s`` seconds (default 60) it samples this process's open file
-descriptors, threads, child processes (all descendants, zombies included), resident memory,
+descriptors, threads, child processes (all descendants, zombies included, that are there in
+two readings half a second apart: `settled_children`), resident memory,
 and the bytes under the run's private temp dir (``TMPDIR`` for this process and every child).
 Ray's session directory (its own log files, a few per worker process it starts, kept for the
 session; under that temp dir, or under ``RAY_TMPDIR`` where the caller set it) is sampled
@@ -78,6 +79,22 @@ def _bytes_under(path: Path) -> int:
     return total
 
 
+SETTLE_S = 0.5
+"""Seconds between the two readings of `settled_children`."""
+
+
+def settled_children(process: Any, settle_s: float = SETTLE_S) -> set[int]:
+    """The process ids of the descendants of `process` (a ``psutil.Process``; zombies
+    included) that are there in two readings `settle_s` apart. A process starting or exiting
+    at the moment of a sample (a closed vector env's worker on its way out, a worker Ray
+    starts ahead) is not a leak: counted in one reading only, it made a one-minute run's
+    last sample two or three higher than the others, enough to fit a slope. A leaked
+    process stays, and a zombie nobody reaps too: both are counted."""
+    first = {child.pid for child in process.children(recursive=True)}
+    time.sleep(settle_s)
+    return first & {child.pid for child in process.children(recursive=True)}
+
+
 def ray_folder(tmp_dir: Path) -> Path:
     """Where a Ray instance started by this run keeps its session directories: Ray's rule on
     Linux, ``<RAY_TMPDIR>/ray`` where ``RAY_TMPDIR`` is set, else ``<TMPDIR>/ray``, which is
@@ -99,7 +116,7 @@ def sample(tmp_dir: Path) -> dict[str, float]:
     return {
         "fds": float(me.num_fds()),
         "threads": float(threading.active_count()),
-        "children": float(len(me.children(recursive=True))),
+        "children": float(len(settled_children(me))),
         "rss_mb": me.memory_info().rss / 2**20,
         "tmp_mb": (_bytes_under(tmp_dir) - (ray_bytes if inside else 0)) / 2**20,
         "ray_logs_mb": ray_bytes / 2**20,

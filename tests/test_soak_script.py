@@ -6,6 +6,8 @@ import importlib.util
 import json
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -56,6 +58,37 @@ def test_growth_only_while_warming_up_is_not_a_leak(soak: ModuleType) -> None:
 
 def test_too_few_samples_give_no_slope(soak: ModuleType) -> None:
     assert soak.slopes(flat_samples(soak, 4)) == dict.fromkeys(soak.METRICS, 0.0)
+
+
+def test_children_that_exit_within_the_settle_time_are_not_counted(soak: ModuleType) -> None:
+    psutil = pytest.importorskip("psutil", reason="the soak run samples with psutil")
+    staying = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    leaving = subprocess.Popen([sys.executable, "-c", "pass"])
+    reaper = threading.Thread(target=leaving.wait)  # its parent reaps it, as a pool would
+    try:
+        reaper.start()
+        settled = soak.settled_children(psutil.Process(), settle_s=1.0)
+        reaper.join(timeout=30)
+        assert leaving.returncode == 0  # it exited (and was reaped) within the second
+        assert staying.pid in settled
+        assert leaving.pid not in settled
+    finally:
+        staying.kill()
+        staying.wait()
+        leaving.wait()
+
+
+def test_a_zombie_nobody_reaps_is_counted(soak: ModuleType) -> None:
+    psutil = pytest.importorskip("psutil", reason="the soak run samples with psutil")
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while psutil.Process(zombie.pid).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.05)
+        assert zombie.pid in soak.settled_children(psutil.Process(), settle_s=0.2)
+    finally:
+        zombie.wait()
 
 
 def write_mib(path: Path, mib: int) -> None:
