@@ -6,8 +6,8 @@ import importlib.util
 import json
 import subprocess
 import sys
-import threading
 import time
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -60,22 +60,32 @@ def test_too_few_samples_give_no_slope(soak: ModuleType) -> None:
     assert soak.slopes(flat_samples(soak, 4)) == dict.fromkeys(soak.METRICS, 0.0)
 
 
-def test_children_that_exit_within_the_settle_time_are_not_counted(soak: ModuleType) -> None:
+def test_children_that_exit_or_start_between_the_readings_are_not_counted(
+    soak: ModuleType, monkeypatch: pytest.MonkeyPatch
+) -> None:
     psutil = pytest.importorskip("psutil", reason="the soak run samples with psutil")
-    staying = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    leaving = subprocess.Popen([sys.executable, "-c", "pass"])
-    reaper = threading.Thread(target=leaving.wait)  # its parent reaps it, as a pool would
+    python = [sys.executable, "-c", "import sys; sys.stdin.read()"]  # lives until stdin closes
+    staying = subprocess.Popen(python, stdin=subprocess.PIPE)
+    leaving = subprocess.Popen(python, stdin=subprocess.PIPE)
+    starting: list[subprocess.Popen[bytes]] = []
+
+    def between_the_readings(seconds: float) -> None:
+        assert leaving.stdin is not None
+        leaving.stdin.close()
+        leaving.wait()  # exited and reaped, as a pool reaps its worker
+        starting.append(subprocess.Popen(python, stdin=subprocess.PIPE))
+
+    monkeypatch.setattr(soak, "time", types.SimpleNamespace(sleep=between_the_readings))
     try:
-        reaper.start()
-        settled = soak.settled_children(psutil.Process(), settle_s=1.0)
-        reaper.join(timeout=30)
-        assert leaving.returncode == 0  # it exited (and was reaped) within the second
+        settled = soak.settled_children(psutil.Process(), settle_s=0.5)
         assert staying.pid in settled
         assert leaving.pid not in settled
+        assert starting[0].pid not in settled
     finally:
-        staying.kill()
-        staying.wait()
-        leaving.wait()
+        for child in [staying, leaving, *starting]:
+            if child.stdin is not None and not child.stdin.closed:
+                child.stdin.close()
+            child.wait()
 
 
 def test_a_zombie_nobody_reaps_is_counted(soak: ModuleType) -> None:
